@@ -1,0 +1,49 @@
+# ANDREA Block Lab. Every target sets up what it needs on a fresh machine.
+#   make book   build the course book into _build/html (warnings are errors)
+#   make test   everything above, then the whole test suite
+#   make bench  print the benchmark figures (loader, book build, autograding)
+#   make lab    open the graded notebooks in JupyterLab
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: all venv sysdeps book test bench lab selfcheck clean
+
+all: book
+
+# The virtual environment is rebuilt whenever requirements.txt changes.
+$(STAMP): requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (ANDREA Block Lab)" >/dev/null
+	touch $@
+
+venv: $(STAMP)
+
+# Debian packages the tests need: Chromium for the browser tests.
+sysdeps:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+book: $(STAMP)
+	$(PY) scripts/build_book.py
+
+test: $(STAMP) sysdeps book
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab exercises/
+
+# On a CUDA machine: build the kernel, check it against torch and benchmark it.
+selfcheck: $(STAMP)
+	$(PY) -m andrea_ref.kernels.selfcheck
+
+clean:
+	rm -rf _build .pytest_cache

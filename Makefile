@@ -41,9 +41,11 @@ bench: $(STAMP)
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab exercises/
 
-# On a CUDA machine: build the kernel, check it against torch and benchmark it.
+# On a CUDA machine: build the kernel, check it against torch and benchmark it. The
+# figures are recorded in cuda/results/ (commit them; the book's kernel chapter shows them).
 selfcheck: $(STAMP)
-	$(PY) -m andrea_ref.kernels.selfcheck
+	mkdir -p cuda/results
+	$(PY) -m andrea_ref.kernels.selfcheck --require-gpu --json cuda/results/selfcheck-$$(date +%Y-%m-%d).json
 
 clean:
 	rm -rf _build .pytest_cache

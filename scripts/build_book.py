@@ -1,0 +1,160 @@
+"""Build the course book into _build/html (what `make book` runs).
+
+Steps, each cheap when there is nothing to do:
+
+1. Vendor MathJax 3 (pinned) with npm into book/_vendor, so pages typeset math
+   with no internet. It reaches the HTML through ``html_extra_path``.
+2. Stage the released exercise notebooks (exercises/) so chapter 7 can link them.
+3. Key the execution cache on the code the chapters import: a hash of andrea_ref/,
+   cuda/ and exercises/. When it changes (or the last build failed) the jupyter
+   cache and Sphinx's saved environment are dropped and every page is rebuilt, so
+   no page shows output computed by older code. Edits to the chapters themselves
+   are noticed by the cache as usual.
+4. Run ``jupyter-book build . -W -n --keep-going``. The build fails if Sphinx
+   fails, if any cell fails, or if _build/html/reports holds anything.
+
+Usage: python scripts/build_book.py [--all]   (--all: rebuild everything)
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "_build"
+HTML = BUILD / "html"
+VENDOR = ROOT / "book" / "_vendor"
+EXTRA = VENDOR / "html"  # html_extra_path in _config.yml
+MATHJAX_VERSION = "3.2.2"
+MATHJAX_DIR = EXTRA / "_static" / "mathjax"
+HASH_FILE = BUILD / ".andrea_inputs.sha256"
+# What the chapters read besides their own text.
+HASHED_DIRS = ("andrea_ref", "cuda", "exercises")
+HASHED_FILES = ("_config.yml", "_toc.yml", "book/references.bib")
+SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints", "build"}
+
+
+def log(msg: str) -> None:
+    print(f"[book] {msg}", flush=True)
+
+
+def vendor_mathjax() -> None:
+    """Install MathJax 3 once into book/_vendor (ignored by git)."""
+    if (MATHJAX_DIR / "tex-chtml.js").is_file():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        sys.exit("[book] npm is needed once to vendor MathJax 3 (Debian: apt-get install npm)")
+    npm_dir = VENDOR / "npm"
+    npm_dir.mkdir(parents=True, exist_ok=True)
+    log(f"vendoring MathJax {MATHJAX_VERSION} with npm")
+    subprocess.run(
+        [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
+         "--prefix", str(npm_dir), f"mathjax@{MATHJAX_VERSION}"],
+        check=True,
+    )
+    es5 = npm_dir / "node_modules" / "mathjax" / "es5"
+    tmp = MATHJAX_DIR.with_name("mathjax.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    # The TeX-to-HTML bundle and what it loads on demand (fonts, TeX extensions,
+    # the context menu). The speech engine and the other bundles are not needed.
+    shutil.copy2(es5 / "tex-chtml.js", tmp / "tex-chtml.js")
+    for sub in ("input", "output", "a11y", "ui", "adaptors"):
+        shutil.copytree(es5 / sub, tmp / sub)
+    shutil.rmtree(MATHJAX_DIR, ignore_errors=True)
+    tmp.rename(MATHJAX_DIR)
+
+
+def stage_exercises() -> None:
+    """Copy exercises/*/*.ipynb to book/_vendor/html/notebooks, served as _build/html/notebooks/.
+
+    (Not "exercises/": Sphinx applies exclude_patterns to html_extra_path too.)
+    """
+    dest = EXTRA / "notebooks"
+    shutil.rmtree(dest, ignore_errors=True)
+    src = ROOT / "exercises"
+    for nb in sorted(src.glob("*/*.ipynb")):
+        if ".ipynb_checkpoints" in nb.parts:
+            continue
+        target = dest / nb.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(nb, target)
+
+
+def inputs_hash() -> str:
+    h = hashlib.sha256()
+    paths = []
+    for d in HASHED_DIRS:
+        base = ROOT / d
+        if base.is_dir():
+            paths += [p for p in base.rglob("*") if p.is_file() and not SKIP_PARTS & set(p.relative_to(base).parts)
+                      and p.suffix not in {".pyc", ".so", ".o"}]
+    paths += [ROOT / f for f in HASHED_FILES if (ROOT / f).is_file()]
+    for p in sorted(paths):
+        h.update(str(p.relative_to(ROOT)).encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--all", action="store_true", help="drop every cache and rebuild all pages")
+    args = parser.parse_args()
+    start = time.perf_counter()
+    os.chdir(ROOT)
+    vendor_mathjax()
+    stage_exercises()
+
+    digest = inputs_hash()
+    previous = HASH_FILE.read_text().strip() if HASH_FILE.is_file() else None
+    full = args.all or previous != digest
+    if full:
+        why = "--all" if args.all else ("first build" if previous is None else "andrea_ref/cuda/exercises changed")
+        log(f"full rebuild ({why}): clearing the execution cache")
+        for stale in (BUILD / ".jupyter_cache", BUILD / ".doctrees", BUILD / "jupyter_execute"):
+            shutil.rmtree(stale, ignore_errors=True)
+    # A build that succeeds must not inherit the reports of an earlier failure.
+    shutil.rmtree(HTML / "reports", ignore_errors=True)
+    HASH_FILE.unlink(missing_ok=True)  # written back only if this build succeeds
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
+    # The kernels must draw figures inline: a non-interactive backend set by the caller
+    # (e.g. MPLBACKEND=Agg in CI) would silently drop every figure from the book.
+    env.pop("MPLBACKEND", None)
+    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(ROOT),
+           "--builder", "html", "-W", "-n", "--keep-going"]
+    if full:
+        cmd.append("--all")
+    log(" ".join(cmd[1:]))
+    rc = subprocess.run(cmd, env=env).returncode
+
+    reports = sorted(p for p in (HTML / "reports").rglob("*") if p.is_file()) if (HTML / "reports").is_dir() else []
+    for report in reports:
+        log(f"cell failure report {report.relative_to(ROOT)}:")
+        print(report.read_text(errors="replace")[-4000:], flush=True)
+    if rc == 0 and reports:
+        rc = 1
+    if rc == 0 and not (HTML / "index.html").is_file():
+        log("no _build/html/index.html was written")
+        rc = 1
+    if rc == 0:
+        BUILD.mkdir(exist_ok=True)
+        HASH_FILE.write_text(digest + "\n")
+        log(f"built _build/html in {time.perf_counter() - start:.1f} s")
+    else:
+        log(f"FAILED (exit {rc}) after {time.perf_counter() - start:.1f} s")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

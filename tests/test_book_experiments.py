@@ -1,0 +1,92 @@
+"""andrea_ref.experiments: the measurements the book's claims rest on."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from andrea_ref import ANDREA_120M, AndreaModel
+from andrea_ref import experiments as E
+
+
+def test_perturbing_one_token_reaches_later_positions_through_attention_only():
+    change = E.perturb_one_token(E.tiny_config(), position=3, seq_len=8)
+    assert all(v == 0.0 for v in change["attn"][:3]), "causal attention must not see the future"
+    assert all(v > 0.0 for v in change["attn"][3:])
+    assert [t for t, v in enumerate(change["mlp"]) if v != 0.0] == [3]
+    with pytest.raises(ValueError, match="position"):
+        E.perturb_one_token(E.tiny_config(), position=8, seq_len=8)
+
+
+def test_residual_block_is_near_identity_for_unit_inputs_and_bare_block_is_not():
+    r = E.block_relative_change(E.tiny_config(n_layer=12), [1.0, 0.01])
+    assert r["cosine"][0] > 0.95 and r["relative_change"][0] < 0.3
+    assert abs(r["cosine_no_residual"][0]) < 0.5
+    # the delta does not shrink with the input, so small inputs are changed a lot
+    assert r["relative_change"][1] > 10 * r["relative_change"][0]
+
+
+def test_gradient_reaches_the_embeddings_only_with_residuals_in_deep_stacks():
+    res = E.embedding_grad_norms([48], residual=True, seeds=(0,))
+    bare = E.embedding_grad_norms([48], residual=False, seeds=(0,))
+    assert res[0] > 0.05
+    assert bare[0] < 1e-3 * res[0]
+
+
+def test_per_layer_grad_norms_shapes_and_ordering():
+    pre = E.per_layer_grad_norms("pre", n_layer=6)
+    post = E.per_layer_grad_norms("post", n_layer=6)
+    assert len(pre) == len(post) == 6 and all(v > 0 for v in pre + post)
+    assert pre[0] > pre[-1], "pre-norm gradients shrink with depth"
+    assert sum(post) > sum(pre)
+    with pytest.raises(ValueError, match="init"):
+        E.per_layer_grad_norms("pre", init="xavier")
+
+
+def test_init_like_2017_needs_an_untied_model_and_sets_unit_embeddings():
+    with pytest.raises(ValueError, match="tied_embeddings"):
+        E.init_like_2017(AndreaModel(E.tiny_config()))
+    torch.manual_seed(0)
+    model = E.init_like_2017(AndreaModel(E.tiny_config(tied_embeddings=False)))
+    assert 0.9 < model.token_embed.std().item() < 1.1
+    assert math.isclose(model.blocks[0].attn.w_o.std().item(), 64 ** -0.5, rel_tol=0.1)
+
+
+def test_training_runs_are_deterministic_and_learn():
+    a = E.train_tiny("pre", steps=30, n_layer=2)
+    b = E.train_tiny("pre", steps=30, n_layer=2)
+    assert a == b
+    assert sum(a[-5:]) / 5 < a[0] - 0.5
+    assert 2.0 < E.unigram_entropy() < math.log(len(set(E.TRAINING_TEXT)))
+
+
+def test_token_trace_follows_the_block_steps():
+    rows = E.token_trace(ANDREA_120M.replace(n_layer=12), seq_len=4, position=1)
+    assert [r["step"] for r in rows] == list(E.TRACE_STEPS)
+    widths = {r["step"]: r["width"] for r in rows}
+    assert widths["mlp_hidden"] == widths["mlp_act"] == 3072
+    assert all(r["shape"][:2] == (1, 4) for r in rows)
+    rms = {r["step"]: r["rms"] for r in rows}
+    assert abs(rms["ln_1"] - 1) < 0.05 and abs(rms["ln_2"] - 1) < 0.05
+
+
+def test_stream_change_falls_as_the_stream_grows():
+    s = E.stream_relative_change(E.tiny_config(n_layer=6), seq_len=16)
+    assert len(s["rms_in"]) == 6
+    assert s["rms_in"][-1] > s["rms_in"][0]
+    assert s["relative_change"][-1] < s["relative_change"][0]
+
+
+def test_gelu_approximation_error_matches_the_known_maximum():
+    err, at = E.gelu_approximation_error()
+    assert 4.7e-4 < err < 4.8e-4
+    assert abs(at - 2.70) < 0.02
+
+
+def test_book_style_labels_nothing_by_itself():
+    import matplotlib
+
+    E.use_book_style()
+    assert matplotlib.rcParams["axes.grid"] is True
+    assert set(E.PLOT_COLORS) >= {"pre", "post", "residual", "no_residual", "attn", "mlp"}

@@ -19,6 +19,8 @@ $(STAMP): requirements.txt
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (ANDREA Block Lab)" >/dev/null
+	@# Kernels start in each notebook's own folder: make andrea_ref importable from anywhere.
+	$(PY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'andrea_block_lab.pth').write_text('$(CURDIR)\n')"
 	touch $@
 
 venv: $(STAMP)
@@ -39,7 +41,8 @@ bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab exercises/
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
+	  --LabApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # On a CUDA machine: build the kernel, check it against torch and benchmark it. The
 # figures are recorded in cuda/results/ (commit them; the book's kernel chapter shows them).

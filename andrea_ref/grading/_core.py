@@ -1,0 +1,438 @@
+"""The machinery every check shares: run the learner's function safely, look at what
+it returned, compare numbers, and turn a failure into one clear ``AssertionError``.
+
+nbgrader awards a test cell's points when the cell raises nothing and writes nothing
+to stderr. So every check here
+
+* calls the learner's function with fresh copies of its inputs, under a time limit,
+  with warnings, ``stdout`` and ``stderr`` captured (a harmless torch warning must
+  not zero a correct answer);
+* records the ATen operations that really ran (a ``TorchDispatchMode``) and every
+  Python function entered (``sys.setprofile``), so a library LayerNorm or GELU, or a
+  call into ``andrea_ref``'s own implementation, is seen whatever name it was called
+  by -- an alias taken earlier included;
+* accepts only a plain ``torch.Tensor`` of the expected shape, dtype and device (an
+  object with its own ``__eq__`` gets nothing);
+* compares with torch functions captured when this module was imported, and refuses
+  to grade in a kernel where PyTorch's functions have been reassigned.
+
+The threat model is honest mistakes and cheap tricks. Code running in the same
+process can always defeat checks made in that process; isolating the grader from the
+learner's code is the job of the machine that runs nbgrader.
+"""
+from __future__ import annotations
+
+import builtins
+import contextlib
+import io
+import math
+import os
+import signal
+import sys
+import threading
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# ---------------------------------------------------------------------------
+# Captured at import time. The notebooks import this module in their first, locked
+# cell, before any learner code has run.
+_Tensor = torch.Tensor
+_TensorBase = torch._C.TensorBase
+_VF = torch._C._VariableFunctions
+_type = builtins.type
+_isinstance = builtins.isinstance
+_callable = builtins.callable
+_float = builtins.float
+_abs_f = _VF.abs
+_sub = _VF.sub
+_mul = _VF.mul
+_add = _VF.add
+_gt = _VF.gt
+_isnan = _VF.isnan
+_isfinite = _VF.isfinite
+_logical_and = _VF.logical_and
+_logical_not = _VF.logical_not
+_any = _VF.any
+_all = _VF.all
+_amax = _VF.amax
+_mean = _VF.mean
+_equal = _VF.equal
+_zeros_like = _VF.zeros_like
+_argmax = _VF.argmax
+_where = _VF.where
+_full_like = _VF.full_like
+_item = _TensorBase.item
+_to = _TensorBase.to
+_detach = _TensorBase.detach
+_clone = _TensorBase.clone
+_reshape = _TensorBase.reshape
+_numel = _TensorBase.numel
+_float64 = torch.float64
+
+FLOAT64_TOL = (1e-6, 1e-8)  # (rtol, atol)
+FLOAT32_TOL = (1e-5, 1e-5)
+
+# Seconds one call of the learner's function may take before it is stopped.
+CALL_TIME_LIMIT = float(os.environ.get("ANDREA_GRADING_TIME_LIMIT", "10"))
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _snapshot():
+    """Every callable PyTorch and builtins expose, by identity."""
+    spaces = {
+        "torch": torch,
+        "torch.nn.functional": F,
+        "torch.Tensor": torch.Tensor,
+        "torch.linalg": torch.linalg,
+    }
+    snap = []
+    for label, space in spaces.items():
+        names = vars(space)
+        for name, value in list(names.items()):
+            if name.startswith("__") and label != "torch.Tensor":
+                continue
+            if _callable(value) and not _isinstance(value, _type(torch)):
+                snap.append((label, space, name, value))
+    # ipykernel swaps builtins.input per request, so only these builtins are watched
+    for name in ("isinstance", "type", "abs", "float", "int", "len", "range", "getattr",
+                 "hasattr", "callable", "max", "min", "sum", "tuple", "list", "dict",
+                 "any", "all", "repr", "str", "zip", "enumerate", "id"):
+        snap.append(("builtins", builtins, name, getattr(builtins, name)))
+    return snap
+
+
+_SNAPSHOT = _snapshot()
+# torch.Tensor inherits most methods from the C base class: a method set on
+# torch.Tensor afterwards (torch.Tensor.__eq__ = ...) shows up as a new name.
+_TENSOR_NAMES = frozenset(vars(torch.Tensor))
+
+
+def _check_integrity():
+    for label, space, name, value in _SNAPSHOT:
+        now = vars(space).get(name, value)
+        # torch._dynamo, once imported, rebinds a few functions to wrappers of themselves
+        if now is not value and getattr(now, "__wrapped__", None) is not value:
+            raise AssertionError(
+                f"{label}.{name} has been replaced in this notebook (something like "
+                f"`{label}.{name} = ...`). The checks need the real PyTorch: remove that line, "
+                "restart the kernel and run all cells again."
+            )
+    added = [n for n, v in vars(torch.Tensor).items() if n not in _TENSOR_NAMES and _callable(v)]
+    if added:
+        raise AssertionError(
+            f"torch.Tensor.{added[0]} has been replaced in this notebook (something like "
+            f"`torch.Tensor.{added[0]} = ...`). The checks need the real PyTorch: remove that "
+            "line, restart the kernel and run all cells again."
+        )
+
+
+# ---------------------------------------------------------------------------
+# Watching what the learner's function does.
+
+class _OpRecorder(TorchDispatchMode):
+    """Remembers the name of every ATen operation that runs inside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = set()
+
+    @classmethod
+    def _should_skip_dynamo(cls):
+        # Nothing is compiled here; saying so spares importing torch._dynamo (~1 s).
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func._overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+class _LearnerTimeout(BaseException):
+    """Raised inside the learner's function when it runs past the time limit."""
+
+
+class Forbidden:
+    """What a notebook's learner may not use.
+
+    ``aten_words``: an executed ATen op whose name contains one of these words is a
+    library shortcut (``"layer_norm"`` matches ``aten.native_layer_norm``).
+    ``ref_files``: files of ``andrea_ref`` (relative to the package) whose code may not
+    run inside the learner's function; a directory name ending in ``/`` covers it all.
+    """
+
+    def __init__(self, what, aten_words=(), ref_files=()):
+        self.what = what
+        self.aten_words = tuple(aten_words)
+        self.ref_files = tuple(os.path.join(_PACKAGE_DIR, f) for f in ref_files)
+
+    def ref_file_hit(self, filename):
+        for f in self.ref_files:
+            if filename == f or (f.endswith(os.sep) and filename.startswith(f)):
+                return f
+        return None
+
+
+NOTHING_FORBIDDEN = Forbidden("")
+
+# Functions whose earlier calls ran past the time limit: fail fast after the first.
+_TIMED_OUT = set()
+
+
+def _fn_key(fn):
+    return getattr(fn, "__code__", None) or id(fn)
+
+
+@contextlib.contextmanager
+def _time_limit(seconds):
+    use_alarm = (
+        seconds
+        and seconds > 0
+        and hasattr(signal, "setitimer")
+        and threading.current_thread() is threading.main_thread()
+    )
+    if not use_alarm:
+        yield
+        return
+
+    def on_alarm(signum, frame):
+        raise _LearnerTimeout()
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class LearnerError(AssertionError):
+    """The learner's function raised; ``original`` is what it raised."""
+
+    def __init__(self, message, original):
+        super().__init__(message)
+        self.original = original
+
+
+def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
+    """Call ``fn(*args)`` the safe way and return what it returned.
+
+    Raises ``AssertionError`` if ``fn`` raises, runs too long, or uses something
+    ``forbidden`` names. ``hint(exc)`` may return a diagnosis of an exception.
+    """
+    _check_integrity()
+    if not _callable(fn):
+        raise AssertionError(f"`{name}` should be a function, got {_type(fn).__name__}.")
+    key = _fn_key(fn)
+    if key in _TIMED_OUT:
+        raise AssertionError(
+            f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s in an earlier check "
+            "(an endless loop?), so it is not called again."
+        )
+    recorder = _OpRecorder()
+    ref_hits = []
+
+    def profiler(frame, event, arg):
+        if event == "call":
+            hit = forbidden.ref_file_hit(frame.f_code.co_filename)
+            if hit is not None:
+                ref_hits.append(frame.f_code.co_name)
+
+    sink = io.StringIO()
+    old_profile = sys.getprofile()
+    result = None
+    error = None
+    try:
+        with warnings.catch_warnings(record=True), contextlib.redirect_stdout(sink), \
+                contextlib.redirect_stderr(sink):
+            warnings.simplefilter("always")
+            with _time_limit(CALL_TIME_LIMIT):
+                try:
+                    with recorder:
+                        if forbidden.ref_files:
+                            sys.setprofile(profiler)
+                        try:
+                            result = fn(*args)
+                        finally:
+                            if forbidden.ref_files:
+                                sys.setprofile(old_profile)
+                except _LearnerTimeout:
+                    _TIMED_OUT.add(key)
+                    raise AssertionError(
+                        f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s "
+                        "(an endless loop?)."
+                    ) from None
+                except Exception as exc:  # the learner's bug, reported below
+                    error = exc
+    finally:
+        sys.setprofile(old_profile)
+    _check_integrity()
+    if ref_hits:
+        raise AssertionError(
+            f"`{name}` calls andrea_ref's own implementation ({ref_hits[0]}); {forbidden.what}"
+        )
+    used = sorted(op for op in recorder.ops if any(w in op for w in forbidden.aten_words))
+    if used:
+        raise AssertionError(
+            f"`{name}` runs the library operation aten.{used[0]}; {forbidden.what}"
+        )
+    if error is not None:
+        if _isinstance(error, NotImplementedError):
+            msg = f"`{name}` is not written yet: it raises NotImplementedError."
+        else:
+            msg = f"`{name}` raised {_type(error).__name__}: {error}"
+            extra = hint(error) if hint is not None else None
+            if extra:
+                msg += f"\nLikely mistake: {extra}"
+        raise LearnerError(msg, error)
+    return result
+
+
+def check_result(out, *, name, shape, dtype, device):
+    """Accept only a plain tensor with the expected shape, dtype and device."""
+    if out is None:
+        raise AssertionError(f"`{name}` returned None: did you forget the `return`?")
+    if _type(out) is not _Tensor:
+        if _isinstance(out, _Tensor):
+            raise AssertionError(
+                f"`{name}` must return a plain torch.Tensor, got the subclass {_type(out).__name__}."
+            )
+        raise AssertionError(f"`{name}` must return a torch.Tensor, got {_type(out).__name__}.")
+    got_shape = tuple(out.shape)
+    if got_shape != tuple(shape):
+        raise AssertionError(
+            f"`{name}` returned shape {got_shape}; expected {tuple(shape)}."
+        )
+    if out.dtype != dtype:
+        raise AssertionError(
+            f"`{name}` returned dtype {out.dtype} for {dtype} input; the output must keep "
+            "the input's dtype (a constant made with torch.tensor(...) can promote it: "
+            "use plain Python numbers)."
+        )
+    if out.device != device:
+        raise AssertionError(f"`{name}` returned a tensor on {out.device}; the input was on {device}.")
+    return _detach(out)
+
+
+def f64(t):
+    """A float64 CPU copy, made with captured functions."""
+    return _to(_detach(t), device="cpu", dtype=_float64)
+
+
+def mismatch(out, ref, tol):
+    """``None`` if ``out`` is within ``tol = (rtol, atol)`` of ``ref`` everywhere, else a
+    short description of the worst element. NaN in ``out`` never matches."""
+    rtol, atol = tol
+    a, b = f64(out), f64(ref)
+    diff = _abs_f(_sub(a, b))
+    bound = _add(_mul(_abs_f(b), rtol), atol)
+    bad = _logical_not(_logical_and(_logical_not(_gt(diff, bound)), _logical_not(_isnan(a))))
+    bad = _logical_and(bad, _logical_not(_isnan(b)))
+    if not _item(_any(bad)):
+        return None
+    flat_bad = _reshape(bad, (-1,))
+    flat_diff = _reshape(diff, (-1,))
+    # worst element: largest difference among the bad ones (NaN counts as worst)
+    scored = _where(_isnan(flat_diff), _full_like(flat_diff, math.inf), flat_diff)
+    scored = _where(flat_bad, scored, _full_like(flat_diff, -1.0))
+    i = _item(_argmax(scored))
+    got = _item(_reshape(a, (-1,))[i])
+    want = _item(_reshape(b, (-1,))[i])
+    return f"largest difference {abs(got - want):.3g} (got {got:.6g}, expected {want:.6g})"
+
+
+def close(out, ref, tol):
+    return mismatch(out, ref, tol) is None
+
+
+def same(a, b):
+    """Exactly equal (used to check that inputs were left unchanged)."""
+    return _equal(_detach(a), _detach(b))
+
+
+def all_finite(t):
+    return _item(_all(_isfinite(t)))
+
+
+def diagnose(out, variants, tol, default):
+    """Name of the first variant ``out`` matches within ``tol``, else ``default``."""
+    for label, compute in variants:
+        try:
+            candidate = compute()
+        except Exception:
+            continue
+        if tuple(candidate.shape) == tuple(out.shape) and close(out, candidate, tol):
+            return label
+    return default
+
+
+def fail(title, detail, likely=None):
+    msg = f"{title}\n{detail}"
+    if likely:
+        msg += f"\nLikely mistake: {likely}"
+    raise AssertionError(msg)
+
+
+def devices():
+    """The devices the checks run on: always CPU, and CUDA when a GPU is visible."""
+    out = [torch.device("cpu")]
+    if torch.cuda.is_available():
+        out.append(torch.device("cuda"))
+    return out
+
+
+def tol_for(dtype):
+    return FLOAT64_TOL if dtype == torch.float64 else FLOAT32_TOL
+
+
+def generator(seed):
+    g = torch.Generator(device="cpu")
+    g.manual_seed(seed)
+    return g
+
+
+@contextlib.contextmanager
+def quiet():
+    """Silence warnings raised by the checker itself (nbgrader fails on stderr)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def graded(check):
+    """Decorator: run a check with the checker's own warnings silenced and return None."""
+
+    def wrapper(fn, *args, **kwargs):
+        with quiet():
+            check(fn, *args, **kwargs)
+        print(f"\u2713 {wrapper.__doc__.strip().splitlines()[0]}")
+
+    wrapper.__name__ = check.__name__
+    wrapper.__qualname__ = check.__qualname__
+    wrapper.__doc__ = check.__doc__
+    wrapper.__wrapped__ = check
+    return wrapper
+
+
+def run_report(title, checks, fn):
+    """Run ``checks`` (list of (label, check)) and print one line per property.
+    Never raises: this is for the learner's visible self-check cells."""
+    print(title)
+    passed = 0
+    for label, check in checks:
+        try:
+            with quiet(), contextlib.redirect_stdout(io.StringIO()):
+                check(fn)
+        except AssertionError as exc:
+            first, *rest = str(exc).splitlines()
+            print(f"  \u2717 {label}: {first}")
+            for line in rest:
+                print(f"      {line}")
+        else:
+            passed += 1
+            print(f"  \u2713 {label}")
+    print(f"{passed} of {len(checks)} properties hold.")
+    return passed == len(checks)

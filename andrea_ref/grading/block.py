@@ -1,0 +1,236 @@
+"""Checks for the block notebook: ``block(x, params, n_head)``, the pre-norm block
+
+    h = x + causal_self_attention(layer_norm_1(x))
+    y = h + mlp(layer_norm_2(h))
+
+``layer_norm``, ``causal_self_attention`` and ``mlp`` are provided from ``andrea_ref``,
+so only the wiring is judged.
+
+============================  ====================================================
+``check_block_shape``         ``[batch, seq, d_model]`` out, dtype and device kept,
+                              ``x`` and ``params`` unchanged
+``check_block_residual``      with both output projections zeroed, each sublayer
+                              adds nothing and a pre-norm block returns x exactly;
+                              a post-norm block returns LN(x), a block without
+                              skip connections 0, one whose residual starts after
+                              the norm LN(x)
+``check_block_norms``         each sublayer has its own LayerNorm: ln_1's and ln_2's
+                              parameters both change the output
+``check_block_values``        the whole block against ``andrea_ref.block`` on random
+                              parameters (every wiring mistake fails this too)
+============================  ====================================================
+"""
+from __future__ import annotations
+
+import torch
+
+from ..attention import causal_self_attention as _attn
+from ..block import block as _reference
+from ..config import ModelConfig
+from ..layernorm import layer_norm as _ln
+from ..mlp import mlp as _mlp
+from . import _core as C
+
+NAME = "block"
+FORBIDDEN = C.Forbidden(
+    "in this notebook the block is wired from the provided layer_norm, "
+    "causal_self_attention and mlp; andrea_ref.block and andrea_ref.Block are not allowed.",
+    ref_files=("block.py", "model.py"),
+)
+ATTN = ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")
+MLP = ("w1", "b1", "w2", "b2")
+
+
+def make_params(g, d, h, dtype=torch.float64):
+    """Random parameters with the names of ``andrea_ref.Block``; everything non-trivial."""
+    p = {}
+    for ln in ("ln_1", "ln_2"):
+        p[f"{ln}.gamma"] = torch.rand(d, generator=g, dtype=torch.float64) + 0.5
+        p[f"{ln}.beta"] = torch.randn(d, generator=g, dtype=torch.float64) * 0.3
+    for n in ATTN:
+        shape = (d, d) if n.startswith("w") else (d,)
+        scale = d ** -0.5 if n.startswith("w") else 0.1
+        p[f"attn.{n}"] = torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+    p["mlp.w1"] = torch.randn(d, h, generator=g, dtype=torch.float64) * d ** -0.5
+    p["mlp.b1"] = torch.randn(h, generator=g, dtype=torch.float64) * 0.1
+    p["mlp.w2"] = torch.randn(h, d, generator=g, dtype=torch.float64) * h ** -0.5
+    p["mlp.b2"] = torch.randn(d, generator=g, dtype=torch.float64) * 0.1
+    return {k: v.to(dtype) for k, v in p.items()}
+
+
+def _config(d, h, n_head):
+    return ModelConfig(name="grading", n_layer=1, n_head=n_head, d_model=d, mlp_dim=h)
+
+
+def _run(fn, x, params, n_head):
+    args = (C._clone(x), {k: C._clone(v) for k, v in params.items()}, n_head)
+    out = C.call(fn, args, name=NAME, forbidden=FORBIDDEN)
+    return C.check_result(out, name=NAME, shape=x.shape, dtype=x.dtype, device=x.device)
+
+
+def _variants(x, p, n_head):
+    x = C.f64(x)
+    p = {k: C.f64(v) for k, v in p.items()}
+    d, h = p["mlp.w1"].shape
+    cfg = _config(d, h, n_head)
+    ln = lambda name, t: _ln(t, p[f"{name}.gamma"], p[f"{name}.beta"])  # noqa: E731
+    attn = lambda t: _attn(t, *(p[f"attn.{n}"] for n in ATTN), n_head)  # noqa: E731
+    mlp = lambda t: _mlp(t, *(p[f"mlp.{n}"] for n in MLP))  # noqa: E731
+
+    def after_norm():
+        u = ln("ln_1", x)
+        hid = u + attn(u)
+        v = ln("ln_2", hid)
+        return v + mlp(v)
+
+    def shared(name):
+        q = dict(p)
+        other = "ln_2" if name == "ln_1" else "ln_1"
+        q[f"{other}.gamma"], q[f"{other}.beta"] = p[f"{name}.gamma"], p[f"{name}.beta"]
+        return _reference(x, q, cfg)
+
+    return [
+        ("a post-norm block, LN(x + f(x)). ANDREA is pre-norm: x + f(LN(x)), so the "
+         "residual stream itself is never normalised.",
+         lambda: _reference(x, p, cfg.replace(norm_position="post"))),
+        ("the residual connections are missing: each sublayer's output is added to its "
+         "input, x = x + attention(ln_1(x)), then x = x + mlp(ln_2(x)).",
+         lambda: _reference(x, p, cfg.replace(residual=False))),
+        ("the residual is added after the norm: the normalised x replaces x, so the skip "
+         "connection carries LN(x). Keep x and add the sublayer to it: x + f(LN(x)).",
+         after_norm),
+        ("one LayerNorm (ln_1) is used for both sublayers; the MLP sublayer has its own, ln_2.",
+         lambda: shared("ln_1")),
+        ("one LayerNorm (ln_2) is used for both sublayers; the attention sublayer has its own, ln_1.",
+         lambda: shared("ln_2")),
+        ("the MLP sublayer has no residual connection: x + mlp(ln_2(x)).",
+         lambda: mlp(ln("ln_2", x + attn(ln("ln_1", x))))),
+        ("the attention sublayer has no residual connection: x + attention(ln_1(x)).",
+         lambda: (lambda a: a + mlp(ln("ln_2", a)))(attn(ln("ln_1", x)))),
+        ("the MLP reads the attention output instead of the updated residual stream.",
+         lambda: (lambda a: x + a + mlp(ln("ln_2", a)))(attn(ln("ln_1", x)))),
+    ]
+
+
+_SIZES = ((2, 5, 8, 32, 2), (1, 7, 12, 20, 3))  # batch, seq, d_model, mlp_dim, n_head
+
+
+def _cases(seed, dtypes=(torch.float64, torch.float32)):
+    g = C.generator(seed)
+    for device in C.devices():
+        for dtype in dtypes:
+            for b, t, d, h, n_head in _SIZES:
+                x = torch.randn(b, t, d, generator=g, dtype=torch.float64) * 1.5 + 0.5
+                p = make_params(g, d, h)
+                on = {k: v.to(device=device, dtype=dtype) for k, v in p.items()}
+                yield device, dtype, x.to(device=device, dtype=dtype), on, n_head
+
+
+def _diagnosis(fn, seed, device, dtype):
+    """Run the learner on a full random block and name the wiring it matches."""
+    g = C.generator(seed + 99)
+    b, t, d, h, n_head = _SIZES[0]
+    x = (torch.randn(b, t, d, generator=g, dtype=torch.float64) * 1.5 + 0.5).to(device=device, dtype=dtype)
+    p = {k: v.to(device=device, dtype=dtype) for k, v in make_params(g, d, h).items()}
+    try:
+        out = _run(fn, x, p, n_head)
+    except AssertionError:
+        return None
+    return C.diagnose(out, _variants(x, p, n_head), C.tol_for(dtype), None)
+
+
+@C.graded
+def check_block_shape(fn, seed=0):
+    """block returns [batch, seq, d_model] with x's dtype and device; x and params unchanged."""
+    for device, dtype, x, p, n_head in _cases(seed):
+        keep_x = C._clone(x)
+        keep_p = {k: C._clone(v) for k, v in p.items()}
+        args_p = {k: C._clone(v) for k, v in p.items()}
+        args_x = C._clone(x)
+        out = C.call(fn, (args_x, args_p, n_head), name=NAME, forbidden=FORBIDDEN)
+        out = C.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
+        if not C.same(keep_x, args_x):
+            C.fail(f"`{NAME}` changed its argument `x` in place.",
+                   "Write x = x + ..., not x += ...: the caller's tensor must stay as it was.")
+        for k in keep_p:
+            if k not in args_p or not C.same(keep_p[k], args_p[k]):
+                C.fail(f"`{NAME}` changed params[{k!r}].", "The parameters must be left as they were.")
+        if not C.all_finite(out):
+            C.fail(f"`{NAME}` returned nan or inf for ordinary input.", "")
+
+
+@C.graded
+def check_block_residual(fn, seed=0):
+    """Pre-norm residual stream: with both sublayers switched off the block returns x."""
+    for device, dtype, x, p, n_head in _cases(seed + 1):
+        off = dict(p)
+        for k in ("attn.w_o", "attn.b_o", "mlp.w2", "mlp.b2"):
+            off[k] = torch.zeros_like(p[k])
+        out = _run(fn, x, off, n_head)
+        tol = C.tol_for(dtype)
+        if C.close(out, x, tol):
+            continue
+        likely = None
+        if C.close(out, torch.zeros_like(C.f64(x)), tol):
+            likely = ("the residual connections are missing: each sublayer's output is added "
+                      "to its input, x = x + attention(ln_1(x)), then x = x + mlp(ln_2(x)).")
+        likely = _diagnosis(fn, seed, device, dtype) or likely
+        C.fail(
+            "With the output projections attn.w_o, attn.b_o, mlp.w2 and mlp.b2 set to zero both "
+            f"sublayers add nothing, so a pre-norm block must return x unchanged.",
+            f"x {tuple(x.shape)}, {dtype}, on {device}: {C.mismatch(out, x, tol)}.",
+            likely,
+        )
+
+
+@C.graded
+def check_block_norms(fn, seed=0):
+    """Each sublayer has its own LayerNorm: ln_1 and ln_2 both shape the output."""
+    g = C.generator(seed + 2)
+    for device, dtype, x, p, n_head in _cases(seed + 2, dtypes=(torch.float64,)):
+        base = _run(fn, x, p, n_head)
+        for name in ("ln_1", "ln_2"):
+            q = dict(p)
+            d = x.shape[-1]
+            q[f"{name}.gamma"] = (torch.rand(d, generator=g, dtype=torch.float64) + 1.5).to(device)
+            q[f"{name}.beta"] = (torch.randn(d, generator=g, dtype=torch.float64) + 1.0).to(device)
+            if C.close(_run(fn, x, q, n_head), base, (1e-4, 1e-4)):
+                other = "ln_2" if name == "ln_1" else "ln_1"
+                sub = "attention" if name == "ln_1" else "MLP"
+                C.fail(
+                    f"Changing {name}.gamma and {name}.beta does not change the block's output.",
+                    f"x {tuple(x.shape)}, on {device}.",
+                    f"{name} is never used (one LayerNorm, {other}, shared by both sublayers?): "
+                    f"the {sub} sublayer normalises its input with its own parameters, "
+                    f"params['{name}.gamma'] and params['{name}.beta'].",
+                )
+
+
+@C.graded
+def check_block_values(fn, seed=0):
+    """The whole pre-norm block matches the reference on random parameters."""
+    for device, dtype, x, p, n_head in _cases(seed + 3):
+        out = _run(fn, x, p, n_head)
+        cfg = _config(x.shape[-1], p["mlp.w1"].shape[1], n_head)
+        want = _reference(C.f64(x), {k: C.f64(v) for k, v in p.items()}, cfg)
+        tol = C.tol_for(dtype)
+        if C.close(out, want, tol):
+            continue
+        C.fail(
+            f"`{NAME}` should return h + mlp(ln_2(h)) with h = x + attention(ln_1(x)).",
+            f"x {tuple(x.shape)}, n_head = {n_head}, {dtype}, on {device}: {C.mismatch(out, want, tol)}.",
+            C.diagnose(out, _variants(x, p, n_head), tol, None),
+        )
+
+
+CHECKS = (
+    ("shape, dtype and device kept", check_block_shape),
+    ("pre-norm residual stream", check_block_residual),
+    ("a LayerNorm per sublayer", check_block_norms),
+    ("the whole block", check_block_values),
+)
+
+
+def report_block(fn):
+    """Print which properties of ``fn`` hold (never raises): for self-checks."""
+    return C.run_report(f"Checking `{NAME}`:", CHECKS, fn)

@@ -1,0 +1,72 @@
+"""A throw-away nbgrader course made from the repository, for tests and benchmarks.
+
+    course = make_course(tmp_dir)               # nbgrader_config.py + solutions/, released
+    submit(course, "alice", "01_layernorm", "layernorm.ipynb", text)
+    run_nbgrader(course, "autograde", "*")
+    scores(course)  # {(student, assignment): {grade_id: score}}
+
+Nothing here touches the repository's own gradebook or exercises/.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def nbgrader_env() -> dict:
+    """The environment nbgrader needs: the venv's bin on PATH (nbgrader runs ``alembic``)
+    and the repository importable from the kernels it starts."""
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["PYTHONPATH"] = str(REPO) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.pop("NBGRADER_DB_URL", None)
+    return env
+
+
+def run_nbgrader(course: Path, *args: str, check: bool = False) -> subprocess.CompletedProcess:
+    cmd = [str(Path(sys.executable).parent / "nbgrader"), *args]
+    proc = subprocess.run(cmd, cwd=course, env=nbgrader_env(), capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def make_course(path: Path, *, extra_config: str = "", assignments=("*",)) -> Path:
+    """Copy the course configuration and instructor notebooks into ``path`` and release
+    ``assignments`` (all of them by default; none if empty)."""
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copy(REPO / "nbgrader_config.py", path / "nbgrader_config.py")
+    if extra_config:
+        with open(path / "nbgrader_config.py", "a", encoding="utf-8") as f:
+            f.write("\n" + extra_config + "\n")
+    shutil.copytree(REPO / "solutions", path / "solutions",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    for assignment in assignments:
+        run_nbgrader(path, "generate_assignment", assignment, "--force", check=True)
+    return path
+
+
+def submit(course: Path, student: str, assignment: str, notebook: str, text: str) -> Path:
+    target = Path(course) / "submitted" / student / assignment / notebook
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+    return target
+
+
+def scores(course: Path) -> dict:
+    """{(student, assignment): {grade_id: score}} for every notebook in the gradebook."""
+    from nbgrader.api import Gradebook
+
+    out = {}
+    with Gradebook(f"sqlite:///{Path(course) / 'gradebook.db'}") as gb:
+        for assignment in gb.assignments:
+            for sub in assignment.submissions:
+                for nb in sub.notebooks:
+                    out[(sub.student.id, assignment.name)] = {g.name: g.score for g in nb.grades}
+    return out

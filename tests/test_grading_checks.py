@@ -1,0 +1,217 @@
+"""The checks of andrea_ref.grading called directly (fast): the same submissions as the
+nbgrader pipeline test, plus the tricks a grader must not fall for."""
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+
+import pytest
+import torch
+
+import grading_submissions as S
+from andrea_ref import grading
+from andrea_ref.attention import causal_self_attention
+from andrea_ref.gelu import gelu as provided_gelu
+from andrea_ref.grading import _core
+from andrea_ref.layernorm import layer_norm as provided_layer_norm
+from andrea_ref.mlp import mlp as provided_mlp
+
+CHECKS = {
+    "01_layernorm": {"ln_shape": grading.check_layer_norm_shape,
+                     "ln_normalise": grading.check_layer_norm_normalises,
+                     "ln_affine": grading.check_layer_norm_affine,
+                     "ln_eps": grading.check_layer_norm_eps},
+    "02_gelu": {"gelu_shape": grading.check_gelu_shape,
+                "gelu_values": grading.check_gelu_values,
+                "gelu_extremes": grading.check_gelu_extremes},
+    "03_mlp": {"mlp_shape": grading.check_mlp_shape,
+               "mlp_layout": grading.check_mlp_layout,
+               "mlp_activation": grading.check_mlp_activation,
+               "mlp_bias": grading.check_mlp_bias},
+    "04_block": {"block_shape": grading.check_block_shape,
+                 "block_residual": grading.check_block_residual,
+                 "block_norms": grading.check_block_norms,
+                 "block_values": grading.check_block_values},
+}
+
+
+def namespace(assignment):
+    """What the notebook's locked setup cell defines."""
+    ns = {"torch": torch, "math": math, "grading": grading}
+    if assignment == "03_mlp":
+        ns["gelu"] = provided_gelu
+    if assignment == "04_block":
+        ns.update(layer_norm=provided_layer_norm, causal_self_attention=causal_self_attention,
+                  mlp=provided_mlp)
+    return ns
+
+
+def learner_function(case):
+    import json
+
+    nb_name, fn_name, cell_id, _ = S.ASSIGNMENTS[case.assignment]
+    source = case.source
+    if source is None:
+        nb = json.loads((S_ROOT / "solutions" / case.assignment / nb_name).read_text())
+        source = S.solution_source(nb, cell_id)
+    ns = namespace(case.assignment)
+    exec(compile(source, f"<{case.student}>", "exec"), ns)
+    return ns[fn_name]
+
+
+from andrea_ref.grading.course import REPO as S_ROOT  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def restore_torch():
+    """Undo whatever a submission reassigned in torch (one of them patches torch.allclose)."""
+    yield
+    for _label, space, name, value in _core._SNAPSHOT:
+        if vars(space).get(name, value) is not value and not hasattr(vars(space).get(name), "__wrapped__"):
+            setattr(space, name, value)
+    for name in set(vars(torch.Tensor)) - _core._TENSOR_NAMES:
+        delattr(torch.Tensor, name)
+    _core._TIMED_OUT.clear()
+
+
+DIRECT = [c for c in S.CASES if c.source != "" and c.damage is None]
+
+
+@pytest.mark.parametrize("case", DIRECT, ids=lambda c: c.student)
+def test_each_check_on_each_submission(case, monkeypatch):
+    monkeypatch.setattr(_core, "CALL_TIME_LIMIT", 0.5)
+    fn = learner_function(case)
+    failed, messages = set(), []
+    for grade_id, check in CHECKS[case.assignment].items():
+        try:
+            check(fn)
+        except AssertionError as exc:
+            failed.add(grade_id)
+            messages.append(str(exc))
+    assert failed == case.lost_cells()
+    if case.feedback:
+        assert any(case.feedback in m for m in messages), messages
+
+
+def test_untouched_exercise_fails_every_check():
+    def layer_norm(x, gamma, beta, eps=1e-5):
+        raise NotImplementedError()
+
+    for check in CHECKS["01_layernorm"].values():
+        with pytest.raises(AssertionError, match="not written yet"):
+            check(layer_norm)
+
+
+def _good_gelu(x):
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+
+def test_tensor_subclass_is_refused():
+    class Sneaky(torch.Tensor):
+        def __eq__(self, other):
+            return True
+
+    with pytest.raises(AssertionError, match="plain torch.Tensor"):
+        grading.check_gelu_values(lambda x: torch.zeros_like(x).as_subclass(Sneaky))
+
+
+def test_patched_comparison_is_refused():
+    original = torch.allclose
+    try:
+        torch.allclose = lambda *a, **k: True
+        with pytest.raises(AssertionError, match="torch.allclose has been replaced"):
+            grading.check_gelu_values(torch.relu)
+    finally:
+        torch.allclose = original
+
+
+def test_patched_tensor_method_is_refused():
+    assert "__eq__" not in vars(torch.Tensor)  # inherited from the C base class
+    try:
+        torch.Tensor.__eq__ = lambda self, other: torch.ones((), dtype=torch.bool)
+        with pytest.raises(AssertionError, match=r"torch.Tensor.__eq__ has been replaced"):
+            grading.check_gelu_values(_good_gelu)
+    finally:
+        del torch.Tensor.__eq__
+
+
+def test_warnings_and_stderr_inside_a_correct_answer_stay_silent(capfd):
+    def noisy(x):
+        warnings.warn("deprecated something", UserWarning)
+        print("debugging", file=sys.stderr)
+        return _good_gelu(x)
+
+    for check in CHECKS["02_gelu"].values():
+        check(noisy)
+    out, err = capfd.readouterr()
+    assert err == ""
+    assert "debugging" not in out
+
+
+def test_forbidden_op_is_seen_through_any_name():
+    import torch.nn.functional as F
+
+    hidden = {"f": F.gelu}
+    with pytest.raises(AssertionError, match="aten.gelu"):
+        grading.check_gelu_values(lambda x: hidden["f"](x, approximate="tanh"))
+    with pytest.raises(AssertionError, match="aten.native_layer_norm"):
+        grading.check_layer_norm_shape(lambda x, g, b, eps=1e-5: torch.nn.LayerNorm(
+            x.shape[-1], eps=eps, dtype=x.dtype)(x).detach() * g + b)
+
+
+def test_reference_call_is_seen_through_an_alias_taken_earlier():
+    import andrea_ref
+
+    earlier = andrea_ref.gelu_tanh_torch  # the plain-torch twin: no aten.gelu at all
+    with pytest.raises(AssertionError, match="own implementation"):
+        grading.check_gelu_values(lambda x: earlier(x))
+
+
+def test_slow_function_is_stopped_once(monkeypatch):
+    monkeypatch.setattr(_core, "CALL_TIME_LIMIT", 0.2)
+
+    def slow(x):
+        while True:
+            x = x + 0
+
+    with pytest.raises(AssertionError, match="did not finish within"):
+        grading.check_gelu_values(slow)
+    with pytest.raises(AssertionError, match="not called again"):
+        grading.check_gelu_shape(slow)
+
+
+def test_report_never_raises_and_names_the_mistake(capsys):
+    def unbiased(x, gamma, beta, eps=1e-5):
+        m = x.mean(-1, keepdim=True)
+        return gamma * (x - m) / torch.sqrt(x.var(-1, keepdim=True) + eps) + beta
+
+    assert grading.report_layer_norm(unbiased) is False
+    out = capsys.readouterr().out
+    assert "\u2717 normalisation over the last axis" in out and "unbiased" in out
+    assert "3 of 4 properties hold." in out
+
+
+def test_report_all_ticks_for_a_correct_answer(capsys):
+    assert grading.report_gelu(_good_gelu) is True
+    assert "3 of 3 properties hold." in capsys.readouterr().out
+
+
+def test_checks_leave_no_profiler_or_dispatch_mode_behind():
+    before = sys.getprofile()
+    with pytest.raises(AssertionError):
+        grading.check_layer_norm_normalises(lambda x, g, b, eps=1e-5: x)
+    assert sys.getprofile() is before
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    assert _get_current_dispatch_mode() is None
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_checks_also_run_on_cuda():
+    assert torch.device("cuda") in _core.devices()
+    for case in (c for c in S.CASES if c.source is None and c.damage is None):
+        fn = learner_function(case)
+        for check in CHECKS[case.assignment].values():
+            check(fn)

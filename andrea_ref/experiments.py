@@ -129,6 +129,15 @@ def init_like_2017(model: AndreaModel) -> AndreaModel:
     return model
 
 
+def _seeded_model(cfg: ModelConfig, init: str, seed: int) -> AndreaModel:
+    """A freshly seeded model with ANDREA's initialisation (``"andrea"``) or the 2017 one (``"2017"``)."""
+    if init not in ("2017", "andrea"):
+        raise ValueError(f"init must be '2017' or 'andrea', got {init!r}")
+    torch.manual_seed(seed)
+    model = AndreaModel(cfg)
+    return init_like_2017(model) if init == "2017" else model
+
+
 def _random_batch(config: ModelConfig, batch: int, generator: torch.Generator):
     ids = torch.randint(0, config.vocab_size, (batch, config.context_length), generator=generator)
     targets = torch.randint(0, config.vocab_size, (batch, config.context_length), generator=generator)
@@ -172,12 +181,7 @@ def per_layer_grad_norms(norm_position: str, n_layer: int = 12, init: str = "201
     """
     cfg = tiny_config(n_layer=n_layer, norm_position=norm_position, tied_embeddings=(init != "2017"))
     with _single_thread():
-        torch.manual_seed(seed)
-        model = AndreaModel(cfg)
-        if init == "2017":
-            init_like_2017(model)
-        elif init != "andrea":
-            raise ValueError(f"init must be '2017' or 'andrea', got {init!r}")
+        model = _seeded_model(cfg, init, seed)
         ids, targets = _random_batch(cfg, batch, torch.Generator().manual_seed(1000 + seed))
         _loss(model, ids, targets).backward()
         norms = []
@@ -204,12 +208,7 @@ def train_tiny(norm_position: str, steps: int = 100, lr: float = 1e-3, n_layer: 
                       context_length=seq_len, tied_embeddings=(init != "2017"))
     losses = []
     with _single_thread():
-        torch.manual_seed(seed)
-        model = AndreaModel(cfg)
-        if init == "2017":
-            init_like_2017(model)
-        elif init != "andrea":
-            raise ValueError(f"init must be '2017' or 'andrea', got {init!r}")
+        model = _seeded_model(cfg, init, seed)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
         gen = torch.Generator().manual_seed(seed)
         offsets = torch.arange(seq_len)

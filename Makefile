@@ -3,13 +3,14 @@
 #   make test   everything above, then the whole test suite
 #   make bench  print the benchmark figures (loader, book build, autograding)
 #   make lab    open the graded notebooks in JupyterLab
+#   make release / make instructor / make grade SUBMISSIONS=...   for instructors
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps book test bench lab selfcheck clean
+.PHONY: all venv sysdeps book test bench lab selfcheck clean release instructor grade
 
 all: book
 
@@ -25,11 +26,27 @@ $(STAMP): requirements.txt
 
 venv: $(STAMP)
 
-# Debian packages the tests need: Chromium for the browser tests.
+# Debian packages: Chromium for the browser tests; bubblewrap, prlimit and setpriv
+# (util-linux) for the grading sandbox; PostgreSQL for the gradebook test.
 sysdeps:
-	@command -v chromium >/dev/null 2>&1 || { \
+	@{ command -v chromium && command -v bwrap && command -v prlimit && command -v setpriv && \
+	   { command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; }; } >/dev/null 2>&1 || { \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO apt-get install -y -qq chromium bubblewrap util-linux postgresql >/dev/null; }
+
+# Regenerate exercises/ from solutions/ (records the assignments in gradebook.db).
+release: $(STAMP)
+	$(PY) scripts/release.py
+
+# Instructor edition: the book plus every solution executed, in _build_instructor/_build/html.
+instructor: $(STAMP)
+	$(PY) -m classroom.instructor_book
+
+# Grade a class: make grade SUBMISSIONS=folder-or-zip [WORKERS=n] [DB=url]
+grade: $(STAMP) sysdeps
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [WORKERS=n] [DB=url]" >&2; exit 2; }
+	$(PY) -m classroom.grade "$(SUBMISSIONS)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)")
 
 book: $(STAMP)
 	$(PY) scripts/build_book.py
@@ -51,4 +68,4 @@ selfcheck: $(STAMP)
 	$(PY) -m andrea_ref.kernels.selfcheck --require-gpu --json cuda/results/selfcheck-$$(date +%Y-%m-%d).json
 
 clean:
-	rm -rf _build .pytest_cache
+	rm -rf _build _build_instructor .pytest_cache

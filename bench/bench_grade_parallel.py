@@ -1,0 +1,98 @@
+"""Grading a class: plain sequential nbgrader against the sandboxed parallel grader.
+
+20 learners x 4 notebooks (80 notebooks; a mix of correct answers, classic mistakes
+and untouched exercises) are graded twice, in the same run:
+
+1. ``nbgrader autograde "*"`` in a throw-away course (one kernel per notebook, one
+   notebook after the other, no sandbox);
+2. ``python -m classroom.grade SUBMISSIONS --workers N`` (N = the machine's cores
+   unless --workers is given): every kernel sandboxed, N at a time.
+
+It prints both wall-clock times and their ratio, checks that both gave the same
+grades, and exits 1 if they differ.
+
+    .venv/bin/python bench/bench_grade_parallel.py [--learners 20] [--workers N]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
+
+from andrea_ref.grading.course import make_course, run_nbgrader  # noqa: E402
+from andrea_ref.grading.course import scores as course_scores  # noqa: E402
+from classroom import merge  # noqa: E402
+
+
+def class_of(n_learners: int, dest: Path) -> None:
+    """Learner k hands in, for each notebook, the k-th answer of that notebook's list
+    (cycling), skipping the deliberately endless or damaged ones."""
+    per_assignment = {a: [c for c in CASES if c.assignment == a and c.damage is None
+                          and "while True" not in (c.source or "")] for a in ASSIGNMENTS}
+    for k in range(n_learners):
+        student = f"learner{k:02d}"
+        for a, cases in per_assignment.items():
+            case = cases[k % len(cases)]
+            nb_file = ASSIGNMENTS[a][0]
+            released = json.loads((ROOT / "exercises" / a / nb_file).read_text())
+            solution = json.loads((ROOT / "solutions" / a / nb_file).read_text())
+            path = dest / student / a / nb_file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(make_submission(case, released, solution))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--learners", type=int, default=20)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="andrea-bench-grade-") as tmp:
+        tmp = Path(tmp)
+        subs = tmp / "submitted"
+        class_of(args.learners, subs)
+        n_nb = sum(1 for _ in subs.rglob("*.ipynb"))
+
+        course = make_course(tmp / "course")
+        shutil.copytree(subs, course / "submitted")
+        t0 = time.perf_counter()
+        run_nbgrader(course, "autograde", "*")
+        t_seq = time.perf_counter() - t0
+        reference = {k: {c: s for c, s in v.items()} for k, v in course_scores(course).items()}
+
+        out, db = tmp / "out", tmp / "class.db"
+        cmd = [sys.executable, "-m", "classroom.grade", str(subs), "--workers", str(args.workers),
+               "--out", str(out), "--db", f"sqlite:///{db}", "--no-progress"]
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        t_par = time.perf_counter() - t0
+        if proc.returncode != 0:
+            print(proc.stdout + proc.stderr)
+            return 1
+        parallel = {k: {c.split("/")[-1]: s for c, s in v.items()}
+                    for k, v in merge.scores(f"sqlite:///{db}").items()}
+
+    same = parallel == reference
+    print(f"grading {args.learners} learners x {len(ASSIGNMENTS)} notebooks ({n_nb} notebooks) "
+          f"on {os.cpu_count()} cores")
+    print(f"  sequential nbgrader autograde (no sandbox): {t_seq:7.1f} s  ({t_seq / n_nb:.2f} s per notebook)")
+    print(f"  classroom.grade, {args.workers} workers, sandboxed: {t_par:7.1f} s  ({t_par / n_nb:.2f} s per notebook,"
+          f" including the template and sandbox check)")
+    print(f"  speed-up: {t_seq / t_par:.2f}x (target 1.7x)")
+    print(f"  same grades: {'yes' if same else 'NO'}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,6 +28,15 @@ from sqlalchemy.exc import SAWarning
 from nbgrader.api import Gradebook, MissingEntry
 
 
+# The kinds of cell nbgrader records per notebook, and the fields each is created with.
+_CELL_KINDS = (
+    ("grade", ("max_score", "cell_type")),
+    ("solution", ()),
+    ("task", ("max_score", "cell_type")),
+    ("source", ("source", "checksum", "locked", "cell_type")),
+)
+
+
 def _ensure_assignment(src: Gradebook, dst: Gradebook, name: str) -> None:
     a = src.find_assignment(name)
     try:
@@ -39,27 +48,12 @@ def _ensure_assignment(src: Gradebook, dst: Gradebook, name: str) -> None:
             dst.find_notebook(nb.name, name)
         except MissingEntry:
             dst.add_notebook(nb.name, name)
-        for c in nb.grade_cells:
-            try:
-                dst.find_grade_cell(c.name, nb.name, name)
-            except MissingEntry:
-                dst.add_grade_cell(c.name, nb.name, name, max_score=c.max_score, cell_type=c.cell_type)
-        for c in nb.solution_cells:
-            try:
-                dst.find_solution_cell(c.name, nb.name, name)
-            except MissingEntry:
-                dst.add_solution_cell(c.name, nb.name, name)
-        for c in nb.task_cells:
-            try:
-                dst.find_task_cell(c.name, nb.name, name)
-            except MissingEntry:
-                dst.add_task_cell(c.name, nb.name, name, max_score=c.max_score, cell_type=c.cell_type)
-        for c in nb.source_cells:
-            try:
-                dst.find_source_cell(c.name, nb.name, name)
-            except MissingEntry:
-                dst.add_source_cell(c.name, nb.name, name, source=c.source, checksum=c.checksum,
-                                    locked=c.locked, cell_type=c.cell_type)
+        for kind, fields in _CELL_KINDS:
+            for c in getattr(nb, f"{kind}_cells"):
+                try:
+                    getattr(dst, f"find_{kind}_cell")(c.name, nb.name, name)
+                except MissingEntry:
+                    getattr(dst, f"add_{kind}_cell")(c.name, nb.name, name, **{f: getattr(c, f) for f in fields})
 
 
 def _copy_submission(src: Gradebook, dst: Gradebook, assignment: str, student: str) -> None:

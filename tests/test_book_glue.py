@@ -149,7 +149,10 @@ def ch06():
 
 def ch07():
     notebooks = [p for p in (ROOT / "exercises").glob("*/*.ipynb") if ".ipynb_checkpoints" not in p.parts]
-    return {"n_notebooks": len(notebooks)}
+    graded = [c["metadata"]["nbgrader"] for nb in notebooks for c in json.loads(nb.read_text())["cells"]
+              if c.get("metadata", {}).get("nbgrader", {}).get("grade")]
+    return {"n_notebooks": len(notebooks), "n_graded_cells": len(graded),
+            "total_points": sum(m.get("points", 0) for m in graded)}
 
 
 RECIPES = {"01_welcome": ch01, "02_attention_plus_mlp": ch02, "03_skip_connections": ch03,

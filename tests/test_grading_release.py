@@ -64,3 +64,16 @@ def test_graded_cells_follow_a_solution_or_graded_cell():
         for prev, cell in zip(source_cells, source_cells[1:]):
             if cell.get("grade"):
                 assert prev.get("grade") or prev.get("solution"), (path, cell["grade_id"])
+
+
+def test_every_graded_cell_names_a_documented_check():
+    from andrea_ref.grading.course import graded_cells
+
+    notebooks = sorted((REPO / "exercises").glob("*/*.ipynb"))
+    assert len(notebooks) == 4
+    for nb in notebooks:
+        cells = graded_cells(nb)
+        assert cells, nb
+        assert sum(c["points"] for c in cells) == 10, nb
+        assert all(c["property"] for c in cells), nb
+        assert len({c["check"] for c in cells}) == len(cells), f"{nb}: a check is graded twice"

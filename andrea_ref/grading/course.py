@@ -70,3 +70,34 @@ def scores(course: Path) -> dict:
                 for nb in sub.notebooks:
                     out[(sub.student.id, assignment.name)] = {g.name: g.score for g in nb.grades}
     return out
+
+
+def graded_cells(notebook: Path) -> list[dict]:
+    """The graded test cells of a released or instructor notebook, in order.
+
+    Each entry: ``grade_id``, ``points``, ``check`` (the ``andrea_ref.grading`` function
+    the cell calls) and ``property`` (the first line of that function's docstring, which
+    states the property it grades). The book's exercises page builds its table from this.
+    """
+    import json
+    import re
+
+    from andrea_ref import grading
+
+    cells = []
+    for cell in json.loads(Path(notebook).read_text())["cells"]:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if not meta.get("grade") or cell.get("cell_type") != "code":
+            continue
+        source = "".join(cell["source"])
+        found = re.search(r"grading\.(check_\w+)\(", source)
+        if found is None:
+            raise ValueError(f"{notebook}: graded cell {meta['grade_id']!r} calls no grading.check_* function")
+        check = getattr(grading, found.group(1))
+        cells.append({
+            "grade_id": meta["grade_id"],
+            "points": meta.get("points", 0),
+            "check": found.group(1),
+            "property": (check.__doc__ or "").strip().splitlines()[0],
+        })
+    return cells

@@ -108,7 +108,7 @@ LAYERNORM = [
     Case(LN, "ln_library_alias", _ln(
         "    return _norm(x, (x.shape[-1],), weight=gamma, bias=beta, eps=eps)\n",
         head="from torch.nn.functional import layer_norm as _norm\n\n"),
-        ALL, "aten.native_layer_norm"),
+        ALL, "aten.layer_norm"),
     Case(LN, "ln_reference_alias", _ln(
         "    return _helper(x, gamma, beta, eps)\n",
         head="import andrea_ref.layernorm\n_helper = andrea_ref.layernorm.layer_norm\n\n"),

@@ -111,23 +111,32 @@ _SNAPSHOT = _snapshot()
 _TENSOR_NAMES = frozenset(vars(torch.Tensor))
 
 
-def _check_integrity():
+def integrity_problem():
+    """``None`` while PyTorch and the watched builtins are the real ones, else a message
+    naming the first replaced function."""
     for label, space, name, value in _SNAPSHOT:
         now = vars(space).get(name, value)
         # torch._dynamo, once imported, rebinds a few functions to wrappers of themselves
         if now is not value and getattr(now, "__wrapped__", None) is not value:
-            raise AssertionError(
+            return (
                 f"{label}.{name} has been replaced in this notebook (something like "
                 f"`{label}.{name} = ...`). The checks need the real PyTorch: remove that line, "
                 "restart the kernel and run all cells again."
             )
     added = [n for n, v in vars(torch.Tensor).items() if n not in _TENSOR_NAMES and _callable(v)]
     if added:
-        raise AssertionError(
+        return (
             f"torch.Tensor.{added[0]} has been replaced in this notebook (something like "
             f"`torch.Tensor.{added[0]} = ...`). The checks need the real PyTorch: remove that "
             "line, restart the kernel and run all cells again."
         )
+    return None
+
+
+def _check_integrity():
+    problem = integrity_problem()
+    if problem is not None:
+        raise AssertionError(problem)
 
 
 # ---------------------------------------------------------------------------
@@ -217,21 +226,87 @@ class LearnerError(AssertionError):
         self.original = original
 
 
-def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
-    """Call ``fn(*args)`` the safe way and return what it returned.
+class Outcome:
+    """What one call of the learner's function did, as data: made by :func:`execute` in
+    the process that ran the function, judged by :func:`verdict` (possibly in another
+    process: see ``classroom.independent``).
 
-    Raises ``AssertionError`` if ``fn`` raises, runs too long, or uses something
-    ``forbidden`` names. ``hint(exc)`` may return a diagnosis of an exception.
+    ``result``: what it returned; ``error``: the exception it raised (``None`` if none);
+    ``timed_out``: stopped at the time limit; ``ops``: names of the ATen operations that
+    ran; ``ref_hits``: names of forbidden ``andrea_ref`` functions entered;
+    ``integrity``: a message if PyTorch's functions were found replaced.
     """
-    _check_integrity()
-    if not _callable(fn):
-        raise AssertionError(f"`{name}` should be a function, got {_type(fn).__name__}.")
-    key = _fn_key(fn)
-    if key in _TIMED_OUT:
-        raise AssertionError(
-            f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s in an earlier check "
-            "(an endless loop?), so it is not called again."
-        )
+
+    __slots__ = ("result", "error", "timed_out", "ops", "ref_hits", "integrity")
+
+    def __init__(self, result=None, error=None, timed_out=False, ops=(), ref_hits=(), integrity=None):
+        self.result = result
+        self.error = error
+        self.timed_out = timed_out
+        self.ops = frozenset(ops)
+        self.ref_hits = tuple(ref_hits)
+        self.integrity = integrity
+
+
+class RemoteAnswer:
+    """Base class of a learner's function that runs in another process.
+
+    :func:`call` hands such a function the arguments and the forbidden operations and
+    gets an :class:`Outcome` back (``remote_call``); the arguments are updated in place
+    with their values after the call, so an in-place change shows as it would locally.
+    ``timed_out`` is set once a call has run past the time limit.
+    """
+
+    timed_out = False
+
+    def remote_call(self, args, forbidden):  # pragma: no cover - implemented by subclasses
+        raise NotImplementedError
+
+    def __call__(self, *args):
+        return verdict(self.remote_call(args, NOTHING_FORBIDDEN), name="function", key=self)
+
+
+# ATen operations that contain a forbidden word, found once per word set.
+_FORBIDDEN_OPS = {}
+_BLOCK_KEYS = ("CPU", "CUDA", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+
+
+def _blocking_library(words):
+    """Register, at PyTorch's dispatcher, a kernel that refuses to run for every ATen
+    operation whose name contains one of ``words``: unlike the dispatch-mode recorder,
+    this also holds for calls from another thread or with the Python modes switched
+    off. Returns the ``torch.library.Library`` (``_destroy()`` restores the real
+    kernels) and the list the blocked calls are recorded in."""
+    names = _FORBIDDEN_OPS.get(words)
+    if names is None:
+        names = [(n, n.split("::", 1)[1]) for n in torch._C._dispatch_get_all_op_names()
+                 if n.startswith("aten::") and any(w in n for w in words)]
+        _FORBIDDEN_OPS[words] = names
+    seen = []
+
+    def refuse(full):
+        def kernel(*args, **kwargs):
+            seen.append(full.split("::", 1)[1].split(".")[0])
+            raise RuntimeError(f"{full} is not allowed in this exercise")
+        return kernel
+
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+        for full, op in names:
+            for key in _BLOCK_KEYS:
+                if torch._C._dispatch_has_kernel_for_dispatch_key(full, key):
+                    lib.impl(op, refuse(full), key)
+    return lib, seen
+
+
+def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None):
+    """Call ``fn(*args)`` under the time limit with warnings and output captured,
+    recording the operations that run; never raises for what the function does."""
+    problem = integrity_problem()
+    if problem is not None:
+        return Outcome(integrity=problem)
+    limit = CALL_TIME_LIMIT if time_limit is None else time_limit
     recorder = _OpRecorder()
     ref_hits = []
 
@@ -243,52 +318,93 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
 
     sink = io.StringIO()
     old_profile = sys.getprofile()
-    result = None
-    error = None
+    outcome = Outcome()
+    blocker, blocked = (None, [])
     try:
         with warnings.catch_warnings(record=True), contextlib.redirect_stdout(sink), \
                 contextlib.redirect_stderr(sink):
             warnings.simplefilter("always")
-            with _time_limit(CALL_TIME_LIMIT):
+            if forbidden.aten_words:
+                blocker, blocked = _blocking_library(forbidden.aten_words)
+            with _time_limit(limit):
                 try:
                     with recorder:
                         if forbidden.ref_files:
                             sys.setprofile(profiler)
                         try:
-                            result = fn(*args)
+                            outcome.result = fn(*args)
                         finally:
                             if forbidden.ref_files:
                                 sys.setprofile(old_profile)
                 except _LearnerTimeout:
-                    _TIMED_OUT.add(key)
-                    raise AssertionError(
-                        f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s "
-                        "(an endless loop?)."
-                    ) from None
-                except Exception as exc:  # the learner's bug, reported below
-                    error = exc
+                    outcome.timed_out = True
+                except Exception as exc:  # the learner's bug, judged by verdict()
+                    outcome.error = exc
     finally:
         sys.setprofile(old_profile)
-    _check_integrity()
-    if ref_hits:
+        if blocker is not None:
+            blocker._destroy()
+    outcome.ops = frozenset(recorder.ops) | frozenset(blocked)
+    outcome.ref_hits = tuple(ref_hits)
+    outcome.integrity = integrity_problem()
+    return outcome
+
+
+def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None):
+    """What the checks make of an :class:`Outcome`: its result, or an
+    ``AssertionError`` that says what went wrong."""
+    if outcome.integrity is not None:
+        raise AssertionError(outcome.integrity)
+    if outcome.ref_hits:
         raise AssertionError(
-            f"`{name}` calls andrea_ref's own implementation ({ref_hits[0]}); {forbidden.what}"
+            f"`{name}` calls andrea_ref's own implementation ({outcome.ref_hits[0]}); {forbidden.what}"
         )
-    used = sorted(op for op in recorder.ops if any(w in op for w in forbidden.aten_words))
+    used = sorted(op for op in outcome.ops if any(w in op for w in forbidden.aten_words))
     if used:
         raise AssertionError(
             f"`{name}` runs the library operation aten.{used[0]}; {forbidden.what}"
         )
+    if outcome.timed_out:
+        if key is not None:
+            _TIMED_OUT.add(key)
+        raise AssertionError(f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s (an endless loop?).")
+    error = outcome.error
     if error is not None:
         if _isinstance(error, NotImplementedError):
             msg = f"`{name}` is not written yet: it raises NotImplementedError."
         else:
-            msg = f"`{name}` raised {_type(error).__name__}: {error}"
+            kind = getattr(error, "remote_type", None) or _type(error).__name__
+            msg = f"`{name}` raised {kind}: {error}"
             extra = hint(error) if hint is not None else None
             if extra:
                 msg += f"\nLikely mistake: {extra}"
         raise LearnerError(msg, error)
-    return result
+    return outcome.result
+
+
+def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
+    """Call ``fn(*args)`` the safe way and return what it returned.
+
+    Raises ``AssertionError`` if ``fn`` raises, runs too long, or uses something
+    ``forbidden`` names. ``hint(exc)`` may return a diagnosis of an exception. ``fn``
+    may be a :class:`RemoteAnswer`: the call then runs in the process that serves it.
+    """
+    if not _callable(fn):
+        raise AssertionError(f"`{name}` should be a function, got {_type(fn).__name__}.")
+    remote = _isinstance(fn, RemoteAnswer)
+    key = fn if remote else _fn_key(fn)
+    if (remote and fn.timed_out) or (not remote and key in _TIMED_OUT):
+        raise AssertionError(
+            f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s in an earlier check "
+            "(an endless loop?), so it is not called again."
+        )
+    if remote:
+        outcome = fn.remote_call(args, forbidden)
+        key = None  # the proxy remembers its own time-outs
+    else:
+        _check_integrity()
+        outcome = execute(fn, args, forbidden)
+    return verdict(outcome, name=name, forbidden=forbidden, hint=hint, key=key)
 
 
 def check_result(out, *, name, shape, dtype, device):
@@ -376,10 +492,24 @@ def fail(title, detail, likely=None):
     raise AssertionError(msg)
 
 
+# Set while the checks judge a function served by another process, which has no GPU.
+_CPU_ONLY = []
+
+
+@contextlib.contextmanager
+def cpu_only():
+    """Run the checks on the CPU only, whatever this process can see."""
+    _CPU_ONLY.append(True)
+    try:
+        yield
+    finally:
+        _CPU_ONLY.pop()
+
+
 def devices():
     """The devices the checks run on: always CPU, and CUDA when a GPU is visible."""
     out = [torch.device("cpu")]
-    if torch.cuda.is_available():
+    if not _CPU_ONLY and torch.cuda.is_available():
         out.append(torch.device("cuda"))
     return out
 

@@ -83,6 +83,9 @@ class SandboxSpec:
     pythonpath: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     env: dict[str, str] = field(default_factory=dict)
+    seccomp_file: str | None = None  # a BPF program (classroom.seccomp) given to bwrap --seccomp
+    cgroup_procs: list[str] = field(default_factory=list)  # files the launcher writes its pid into
+    output_cap: int = 64 << 10  # bytes of the kernel's own stdout/stderr kept (crash messages)
 
     def save(self, path: Path) -> None:
         Path(path).write_text(json.dumps(asdict(self), indent=1))
@@ -105,6 +108,7 @@ def default_ro_paths(repo: Path) -> tuple[list[str], list[str]]:
     paths.add(str(exe.parent))
     paths.add(os.path.dirname(os.path.realpath(exe)))
     paths.add(str(Path(repo) / "andrea_ref"))
+    paths.add(str(Path(repo) / "classroom"))  # the answer server (no secret in it)
     # drop paths inside other paths of the set
     ordered = sorted(paths, key=len)
     kept: list[str] = []
@@ -144,11 +148,16 @@ def check(spec: SandboxSpec) -> None:
                 "try:\n    s.connect(('192.0.2.1', 9)); print('NET')\n"
                 "except OSError:\n    pass\n"
                 "print(os.getuid(), os.getcwd())\n")
-        argv = bwrap_argv(spec, probe, probe, [spec.python, "-I", "-c", code])
+        sfd = os.open(spec.seccomp_file, os.O_RDONLY) if spec.seccomp_file else None
+        argv = bwrap_argv(spec, probe, probe, [spec.python, "-I", "-c", code], seccomp_fd=sfd)
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                                  pass_fds=() if sfd is None else (sfd,))
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise SandboxUnavailable(f"bubblewrap could not be started: {exc}. " + requirements_message())
+        finally:
+            if sfd is not None:
+                os.close(sfd)
         if proc.returncode != 0:
             raise SandboxUnavailable(
                 "bubblewrap could not create the sandbox:\n  " + (proc.stderr.strip() or proc.stdout.strip())
@@ -204,8 +213,10 @@ def _ancestors(paths) -> list[str]:
 
 
 def bwrap_argv(spec: SandboxSpec, workdir_in_sandbox: Path, scratch_work: Path, command: list[str],
-               scratch_home: Path | None = None, scratch_tmp: Path | None = None) -> list[str]:
-    """The full command line: bwrap, then prlimit, then (as root) setpriv, then ``command``."""
+               scratch_home: Path | None = None, scratch_tmp: Path | None = None,
+               seccomp_fd: int | None = None) -> list[str]:
+    """The full command line: bwrap, then prlimit, then (as root) setpriv, then ``command``.
+    ``seccomp_fd``: an open file descriptor of a BPF program that bwrap installs."""
     lim = spec.limits
     root_mode = spec.uid is not None
     workdir = str(workdir_in_sandbox)
@@ -239,12 +250,17 @@ def bwrap_argv(spec: SandboxSpec, workdir_in_sandbox: Path, scratch_work: Path, 
         argv += ["--bind", str(scratch_home), HOME_IN_SANDBOX]
     else:
         argv += ["--perms", "0700", "--tmpfs", HOME_IN_SANDBOX]
+    if seccomp_fd is not None:
+        argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--chdir", workdir, "--clearenv"]
     env = {
         "HOME": HOME_IN_SANDBOX,
         "PATH": f"{os.path.dirname(spec.python)}:/usr/bin:/bin",
         "PYTHONPATH": os.pathsep.join(spec.pythonpath),
         "PYTHONDONTWRITEBYTECODE": "1",
+        # never import from the working folder, whatever a learner hands in beside the notebook
+        "PYTHONSAFEPATH": "1",
+        "PYTHONNOUSERSITE": "1",
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": "/tmp",
         "OMP_NUM_THREADS": "1",
@@ -307,18 +323,84 @@ def launch(spec_path: str, connection_file: str, kernel_args: list[str]) -> None
         os.chown(conn, spec.uid, spec.uid)
     os.chmod(conn, 0o600)
 
-    command = [spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", str(conn), *kernel_args]
-    argv = bwrap_argv(spec, workdir, parts["work"], command, parts["home"], parts["tmp"])
+    command = [spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", str(conn),
+               "--IPKernelApp.ignore_cwd=True", *kernel_args]
+    join_cgroup(spec.cgroup_procs)
     _die_with_parent()
-    Path(spec.pidfile).write_text(str(os.getpid()))
-    # the kernel's own stdout/stderr (banner, crashes) go to a log, not the grader's terminal
-    log = os.open(os.path.join(os.path.dirname(spec.pidfile), "kernel.log"),
-                  os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    os.dup2(log, 1)
-    os.dup2(log, 2)
-    os.close(log)
+    run_sandboxed(spec, argv_for=lambda sfd: bwrap_argv(spec, workdir, parts["work"], command, parts["home"],
+                                                         parts["tmp"], seccomp_fd=sfd),
+                  log_path=scratch / "kernel.log")
+
+
+def join_cgroup(procs_files: list[str]) -> None:
+    """Move this process (and so everything it starts) into the cgroup(s) whose
+    ``cgroup.procs`` files are given."""
+    for f in procs_files:
+        with open(f, "w") as fh:
+            fh.write(str(os.getpid()))
+
+
+def run_sandboxed(spec: SandboxSpec, argv_for, log_path: Path) -> None:
+    """Start bubblewrap as a child and stay as its parent until it ends, then exit
+    with its status.
+
+    The sandbox's own stdout and stderr (a kernel's banner or crash message) go into a
+    pipe that this process drains: the first ``spec.output_cap`` bytes are kept in
+    ``log_path`` (in the job's scratch folder, removed with the job), the rest is
+    read and dropped. Nothing the sandbox writes reaches a file that outlives the job
+    or any other learner's job. The child dies with this process (PDEATHSIG), and the
+    sandbox's pid is written to ``spec.pidfile`` for the worker's watchdog.
+    """
+    import signal
+    sfd = None
+    if spec.seccomp_file:
+        sfd = os.open(spec.seccomp_file, os.O_RDONLY)
+        os.set_inheritable(sfd, True)
+    argv = argv_for(sfd)
     bwrap = _which("bwrap")
-    os.execv(bwrap, argv)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the sandbox
+        try:
+            os.close(r)
+            os.dup2(w, 1)
+            os.dup2(w, 2)
+            os.close(w)
+            _die_with_parent()
+            os.execv(bwrap, argv)
+        finally:
+            os._exit(127)
+    os.close(w)
+    if sfd is not None:
+        os.close(sfd)
+    Path(spec.pidfile).write_text(str(pid))
+    # a polite stop of the launcher stops the sandbox too
+    signal.signal(signal.SIGTERM, lambda *a: (os.kill(pid, signal.SIGKILL), os._exit(143)))
+    kept = 0
+    with open(log_path, "wb") as log:
+        while True:
+            try:
+                chunk = os.read(r, 1 << 16)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            if kept < spec.output_cap:
+                part = chunk[: spec.output_cap - kept]
+                log.write(part)
+                kept += len(part)
+    os.close(r)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            status = 0
+            break
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if 0 <= code < 256 else 128 + (-code))
 
 
 def _die_with_parent() -> None:

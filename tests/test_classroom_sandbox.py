@@ -126,8 +126,11 @@ def test_collect_nbgrader_folder(tmp_path):
     (base / "bob" / "01_layernorm").mkdir(parents=True)
     (base / "bob" / "01_layernorm" / "layernorm.ipynb").write_bytes(_nb("b"))
     subs, problems = collect(tmp_path, ASSIGNMENTS)
-    got = {(s.student, s.assignment): sorted(s.files) for s in subs}
-    assert got == {("alice", "02_gelu"): ["gelu.ipynb", "notes.txt"], ("bob", "01_layernorm"): ["layernorm.ipynb"]}
+    # files beside the released notebooks are no longer given to the kernel: they are
+    # listed in `refused` instead of `files`
+    got = {(s.student, s.assignment): (sorted(s.files), s.refused) for s in subs}
+    assert got == {("alice", "02_gelu"): (["gelu.ipynb"], ["notes.txt"]),
+                   ("bob", "01_layernorm"): (["layernorm.ipynb"], [])}
     assert any("peek.ipynb" in p for p in problems)
 
 
@@ -137,7 +140,9 @@ def test_collect_platform_zip(tmp_path):
         zf.writestr("carol_gelu.ipynb", _nb("c"))  # <student>_<notebook>
         zf.writestr("dave_01_layernorm.ipynb", _nb("d"))  # <student>_<assignment>
         zf.writestr("erin/gelu.ipynb", _nb("e"))  # <student>/<notebook>
-        zf.writestr("export/frank/02_gelu/gelu.ipynb", _nb("f"))  # wrapped nbgrader layout
+        # a folder beside other learners is a learner's folder, never a wrapping one:
+        # "export" is read as a learner, and frank's notebook inside it is refused
+        zf.writestr("export/frank/02_gelu/gelu.ipynb", _nb("f"))
         zf.writestr("../evil_gelu.ipynb", _nb("x"))
         zf.writestr("/abs_gelu.ipynb", _nb("x"))
         link = zipfile.ZipInfo("gina_gelu.ipynb")
@@ -150,11 +155,20 @@ def test_collect_platform_zip(tmp_path):
     got = {(s.student, s.assignment): s.files for s in subs}
     assert got == {("carol", "02_gelu"): {"gelu.ipynb": _nb("c")},
                    ("dave", "01_layernorm"): {"layernorm.ipynb": _nb("d")},
-                   ("erin", "02_gelu"): {"gelu.ipynb": _nb("e")},
-                   ("frank", "02_gelu"): {"gelu.ipynb": _nb("f")}}
+                   ("erin", "02_gelu"): {"gelu.ipynb": _nb("e")}}
     text = "\n".join(problems)
-    for bad in ("../evil_gelu.ipynb", "/abs_gelu.ipynb", "gina_gelu.ipynb", "readme.txt"):
+    for bad in ("../evil_gelu.ipynb", "/abs_gelu.ipynb", "gina_gelu.ipynb", "readme.txt",
+                "export/frank/02_gelu/gelu.ipynb"):
         assert bad in text
+    # the wrapped nbgrader layout is read when one folder wraps the whole class
+    wrapped = tmp_path / "wrapped.zip"
+    with zipfile.ZipFile(wrapped, "w") as zf:
+        zf.writestr("export/frank/02_gelu/gelu.ipynb", _nb("f"))
+        zf.writestr("export/carol_gelu.ipynb", _nb("c"))
+    subs, problems = collect(wrapped, ASSIGNMENTS)
+    assert {(s.student, s.assignment): s.files for s in subs} == {
+        ("carol", "02_gelu"): {"gelu.ipynb": _nb("c")}, ("frank", "02_gelu"): {"gelu.ipynb": _nb("f")}}
+    assert problems == []
 
 
 def test_student_ids_are_made_safe():

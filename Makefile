@@ -30,10 +30,11 @@ venv: $(STAMP)
 # (util-linux) for the grading sandbox; PostgreSQL for the gradebook test.
 sysdeps:
 	@{ command -v chromium && command -v bwrap && command -v prlimit && command -v setpriv && \
-	   { command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; }; } >/dev/null 2>&1 || { \
+	   { command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } && \
+	   $(PYTHON) -c "import ctypes.util, sys; sys.exit(not ctypes.util.find_library('seccomp'))"; } >/dev/null 2>&1 || { \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && \
-	  $$SUDO apt-get install -y -qq chromium bubblewrap util-linux postgresql >/dev/null; }
+	  $$SUDO apt-get install -y -qq chromium bubblewrap util-linux postgresql libseccomp2 >/dev/null; }
 
 # Regenerate exercises/ from solutions/ (records the assignments in gradebook.db).
 release: $(STAMP)

@@ -91,6 +91,50 @@ LAYERNORM = [
         "    var = (x * x).mean(dim=-1, keepdim=True)\n"
         "    return gamma * x / torch.sqrt(var + eps) + beta\n"),
         {"ln_shape"}, "changed its argument"),
+    # one slip, one property: eps written into the formula instead of the argument
+    # costs only the eps cell, a dtype or a kept output buffer only the shape cell
+    Case(LN, "ln_eps_hardcoded", _ln(
+        "    mean = x.mean(dim=-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+        "    return gamma * (x - mean) / torch.sqrt(var + 1e-5) + beta\n"),
+        {"ln_eps"}, "eps argument is ignored"),
+    Case(LN, "ln_eps_hardcoded_small", _ln(
+        "    mean = x.mean(dim=-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+        "    return gamma * (x - mean) / torch.sqrt(var + 1e-6) + beta\n"),
+        {"ln_eps"}, "eps argument is ignored"),
+    Case(LN, "ln_eps_hardcoded_large", _ln(
+        "    mean = x.mean(dim=-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+        "    return gamma * (x - mean) / torch.sqrt(var + 1e-3) + beta\n"),
+        {"ln_eps"}, "eps argument is ignored"),
+    Case(LN, "ln_eps_default", (
+        "def layer_norm(x, gamma, beta, eps=1e-6):\n"
+        "    mean = x.mean(dim=-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+        "    return gamma * (x - mean) / torch.sqrt(var + eps) + beta\n"),
+        {"ln_eps"}, "default value of eps"),
+    Case(LN, "ln_float64_result", _ln(
+        "    x = x.double()\n"
+        "    mean = x.mean(dim=-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+        "    return gamma * (x - mean) / torch.sqrt(var + eps) + beta\n"),
+        {"ln_shape"}, "returned dtype torch.float64 for torch.float32 input"),
+    Case(LN, "ln_float32_result", _ln(
+        "    x, gamma, beta = x.float(), gamma.float(), beta.float()\n"
+        "    mean = x.mean(dim=-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+        "    return gamma * (x - mean) / torch.sqrt(var + eps) + beta\n"),
+        {"ln_shape"}, "returned dtype torch.float32 for torch.float64 input"),
+    Case(LN, "ln_reused_buffer", _ln(
+        "    key = (x.shape, x.dtype, x.device)\n"
+        "    if key not in _out:\n"
+        "        _out[key] = torch.empty_like(x)\n"
+        "    mean = x.mean(dim=-1, keepdim=True)\n"
+        "    var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)\n"
+        "    return torch.add(gamma * (x - mean) / torch.sqrt(var + eps), beta, out=_out[key])\n",
+        head="_out = {}\n\n"),
+        {"ln_shape"}, "a second time changed the tensor"),
     # correct answers written differently: full marks
     Case(LN, "ln_alt_var", _ln(
         "    var, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)\n"
@@ -143,6 +187,19 @@ GELU = [
         "    t = (torch.exp(z) - torch.exp(-z)) / (torch.exp(z) + torch.exp(-z))\n"
         "    return 0.5 * x * (1 + t)\n"),
         {"gelu_extremes"}, "overflows"),
+    # sqrt(2/pi) rounded to six digits is within the stated 1e-5: full marks
+    Case(GE, "gelu_rounded_constant", _gelu(
+        "    return 0.5 * x * (1 + torch.tanh(0.797885 * (x + 0.044715 * x**3)))\n")),
+    # a dtype slip costs only the shape cell
+    Case(GE, "gelu_float64_result", _gelu(
+        "    x = x.double()\n"
+        "    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))\n"),
+        {"gelu_shape"}, "returned dtype torch.float64 for torch.float32 input"),
+    Case(GE, "gelu_float16_upcast", _gelu(
+        "    if x.dtype == torch.float16:\n"
+        "        x = x.float()\n"
+        "    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))\n"),
+        {"gelu_shape"}, "returned dtype torch.float32 for torch.float16 input"),
     Case(GE, "gelu_alt_cube", _gelu(
         "    c = 0.7978845608028654\n"
         "    return x * 0.5 * (1.0 + torch.tanh(c * x + c * 0.044715 * (x * x * x)))\n")),
@@ -204,6 +261,9 @@ MLP = [
     Case(ML, "mlp_transposed", _mlp(
         "    return gelu(x @ w1.T + b1) @ w2.T + b2\n"),
         {"mlp_layout"}, "transposed weights"),
+    Case(ML, "mlp_float64_result", _mlp(
+        "    return gelu(x @ w1 + b1).double() @ w2.double() + b2.double()\n"),
+        {"mlp_shape"}, "returned dtype torch.float64 for torch.float32 input"),
     Case(ML, "mlp_alt_einsum", _mlp(
         "    h = torch.einsum('btd,dh->bth', x, w1)\n"
         "    h += b1\n"
@@ -213,6 +273,10 @@ MLP = [
     Case(ML, "mlp_alt_linear", _mlp(
         "    h = torch.nn.functional.linear(x, w1.T, b1)\n"
         "    return torch.addmm(b2, gelu(h).reshape(-1, w2.shape[0]), w2).reshape(x.shape)\n")),
+    # computed in float32 and handed back in x's dtype: within the stated 1e-5
+    Case(ML, "mlp_alt_float32_inside", _mlp(
+        "    t = [a.float() for a in (x, w1, b1, w2, b2)]\n"
+        "    return (gelu(t[0] @ t[1] + t[2]) @ t[3] + t[4]).to(x.dtype)\n")),
     Case(ML, "mlp_reference_alias", _mlp(
         "    return _whole(x, w1, b1, w2, b2)\n",
         head="from andrea_ref.mlp import mlp as _whole\n\n"),
@@ -263,6 +327,20 @@ BLOCK = [
         "    x = _ln(p, 'ln_2', x)\n"
         "    return x + _mlp(p, x)\n"),
         {"block_residual", "block_values"}, "residual is added after the norm"),
+    Case(BL, "block_mlp_first", _block(
+        "    h = x + _mlp(p, _ln(p, 'ln_2', x))\n"
+        "    return h + _attn(p, _ln(p, 'ln_1', h), n_head)\n"),
+        {"block_values"}, "the MLP sublayer comes before attention"),
+    Case(BL, "block_mlp_first_norms_swapped", _block(
+        "    h = x + _mlp(p, _ln(p, 'ln_1', x))\n"
+        "    return h + _attn(p, _ln(p, 'ln_2', h), n_head)\n"),
+        {"block_values"}, "the MLP sublayer comes before attention"),
+    Case(BL, "block_float64_result", _block(
+        "    x = x.double()\n"
+        "    p = {k: v.double() for k, v in p.items()}\n"
+        "    h = x + _attn(p, _ln(p, 'ln_1', x), n_head)\n"
+        "    return h + _mlp(p, _ln(p, 'ln_2', h))\n"),
+        {"block_shape"}, "returned dtype torch.float64 for torch.float32 input"),
     Case(BL, "block_alt_in_place", _block(
         "    h = _attn(p, _ln(p, 'ln_1', x), n_head)\n"
         "    h += x\n"

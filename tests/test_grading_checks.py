@@ -2,7 +2,9 @@
 nbgrader pipeline test, plus the tricks a grader must not fall for."""
 from __future__ import annotations
 
+import json
 import math
+import re
 import sys
 import warnings
 
@@ -205,6 +207,80 @@ def test_checks_leave_no_profiler_or_dispatch_mode_behind():
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
     assert _get_current_dispatch_mode() is None
+
+
+def test_failure_message_shows_the_tolerance_and_enough_digits():
+    def off(x):  # sqrt(2/pi) written as 0.7975: 1e-4 away, more than the stated 1e-5
+        return 0.5 * x * (1 + torch.tanh(0.7975 * (x + 0.044715 * x**3)))
+
+    with pytest.raises(AssertionError) as info:
+        grading.check_gelu_values(off)
+    message = str(info.value)
+    assert "rtol = 1e-05, atol = 1e-05" in message
+    got, want = re.search(r"got (\S+), expected (\S+):", message).groups()
+    assert got != want
+
+    # a difference in the seventh digit shows in the printed numbers
+    ref = torch.tensor([[0.5, -0.12227231]], dtype=torch.float64)
+    out = ref.clone()
+    out[0, 1] = -0.12227215
+    message = _core.mismatch(out, ref, (1e-7, 1e-9))
+    got, want = re.search(r"got (\S+), expected (\S+):", message).groups()
+    assert (got, want) == ("-0.12227215", "-0.12227231")
+    assert abs(float(got) - float(want)) == pytest.approx(1.6e-7, rel=1e-3)
+    assert "at [0, 1]" in message and "rtol = 1e-07, atol = 1e-09" in message
+    assert _core.mismatch(out, ref, (1e-5, 1e-5)) is None
+
+
+def _rules(assignment):
+    nb_name = S.ASSIGNMENTS[assignment][0]
+    nb = json.loads((S_ROOT / "solutions" / assignment / nb_name).read_text())
+    text = "".join(next(c for c in nb["cells"] if c.get("id") == "rules")["source"])
+    return " ".join(text.split())
+
+
+def test_notebooks_state_the_tolerances_the_checks_apply():
+    from andrea_ref.grading import gelu as gelu_checks
+
+    assert _core.FLOAT32_TOL == _core.FLOAT64_TOL == (1e-5, 1e-5)
+    for assignment in S.ASSIGNMENTS:
+        assert "rtol = atol = 1e-5" in _rules(assignment), assignment
+        assert "float32 and float64 alike" in _rules(assignment), assignment
+    assert gelu_checks.EXTREMES_TOL == (1e-3, 1e-5)
+    assert "`x` or 0 within rtol = 1e-3, atol = 1e-5" in _rules("02_gelu")
+    assert "by more than rtol = atol = 1e-4" in _rules("04_block")
+
+
+def test_a_narrower_result_is_judged_with_its_rounding():
+    """float16 or float32 for float64 input costs only the shape check's dtype point."""
+    def half_norm(x, gamma, beta, eps=1e-5):
+        mean = x.mean(dim=-1, keepdim=True)
+        var = ((x - mean) ** 2).mean(dim=-1, keepdim=True)
+        return (gamma * (x - mean) / torch.sqrt(var + eps) + beta).half()
+
+    with pytest.raises(AssertionError, match="dtype torch.float16"):
+        grading.check_layer_norm_shape(half_norm)
+    for check in list(CHECKS["01_layernorm"].values())[1:]:
+        check(half_norm)
+    assert _core.tol_for(torch.float64, result=torch.zeros(1)) == (1e-5 + 2.0 ** -23, 1e-5)
+    assert _core.tol_for(torch.float32, result=torch.zeros(1, dtype=torch.float64)) == (1e-5, 1e-5)
+
+
+def test_a_value_check_refuses_integers():
+    with pytest.raises(AssertionError, match="must be floating point"):
+        grading.check_gelu_values(lambda x: torch.round(x).long())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_result_on_another_device_costs_only_the_shape_check():
+    def cpu_gelu(x):
+        return _good_gelu(x).cpu()
+
+    with pytest.raises(AssertionError, match="on cpu; the input was on cuda"):
+        grading.check_gelu_shape(cpu_gelu)
+    grading.check_gelu_values(cpu_gelu)
+    grading.check_gelu_extremes(cpu_gelu)
 
 
 @pytest.mark.gpu

@@ -72,7 +72,10 @@ _reshape = _TensorBase.reshape
 _numel = _TensorBase.numel
 _float64 = torch.float64
 
-FLOAT64_TOL = (1e-6, 1e-8)  # (rtol, atol)
+# (rtol, atol): a value passes when |got - expected| <= atol + rtol * |expected|. The
+# notebooks state these numbers; float64 gets float32's tolerance so that a rounded
+# constant or a float32 intermediate costs nothing the notebook did not announce.
+FLOAT64_TOL = (1e-5, 1e-5)
 FLOAT32_TOL = (1e-5, 1e-5)
 
 # Seconds one call of the learner's function may take before it is stopped.
@@ -408,20 +411,13 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
 
 
 def check_result(out, *, name, shape, dtype, device):
-    """Accept only a plain tensor with the expected shape, dtype and device."""
-    if out is None:
-        raise AssertionError(f"`{name}` returned None: did you forget the `return`?")
-    if _type(out) is not _Tensor:
-        if _isinstance(out, _Tensor):
-            raise AssertionError(
-                f"`{name}` must return a plain torch.Tensor, got the subclass {_type(out).__name__}."
-            )
-        raise AssertionError(f"`{name}` must return a torch.Tensor, got {_type(out).__name__}.")
-    got_shape = tuple(out.shape)
-    if got_shape != tuple(shape):
-        raise AssertionError(
-            f"`{name}` returned shape {got_shape}; expected {tuple(shape)}."
-        )
+    """Accept only a plain tensor with the expected shape, dtype and device.
+
+    This is the shape checks' property; the value checks use :func:`values_result`,
+    which leaves dtype and device to them. Returns a copy, so that a later call of the
+    learner's function cannot change what this one returned.
+    """
+    out = _plain_tensor(out, name=name, shape=shape)
     if out.dtype != dtype:
         raise AssertionError(
             f"`{name}` returned dtype {out.dtype} for {dtype} input; the output must keep "
@@ -430,7 +426,7 @@ def check_result(out, *, name, shape, dtype, device):
         )
     if out.device != device:
         raise AssertionError(f"`{name}` returned a tensor on {out.device}; the input was on {device}.")
-    return _detach(out)
+    return _clone(_detach(out))
 
 
 def f64(t):
@@ -440,7 +436,9 @@ def f64(t):
 
 def mismatch(out, ref, tol):
     """``None`` if ``out`` is within ``tol = (rtol, atol)`` of ``ref`` everywhere, else a
-    short description of the worst element. NaN in ``out`` never matches."""
+    short description of the worst element: where it is, what it is and should be (with
+    enough digits to see the difference), and the tolerance applied. NaN in ``out``
+    never matches."""
     rtol, atol = tol
     a, b = f64(out), f64(ref)
     diff = _abs_f(_sub(a, b))
@@ -450,14 +448,18 @@ def mismatch(out, ref, tol):
     if not _item(_any(bad)):
         return None
     flat_bad = _reshape(bad, (-1,))
-    flat_diff = _reshape(diff, (-1,))
-    # worst element: largest difference among the bad ones (NaN counts as worst)
-    scored = _where(_isnan(flat_diff), _full_like(flat_diff, math.inf), flat_diff)
-    scored = _where(flat_bad, scored, _full_like(flat_diff, -1.0))
+    # worst element: the one furthest outside its allowance (NaN counts as worst)
+    ratio = _reshape(_div(diff, bound), (-1,))
+    scored = _where(_isnan(ratio), _full_like(ratio, math.inf), ratio)
+    scored = _where(flat_bad, scored, _full_like(ratio, -1.0))
     i = _item(_argmax(scored))
     got = _item(_reshape(a, (-1,))[i])
     want = _item(_reshape(b, (-1,))[i])
-    return f"largest difference {abs(got - want):.3g} (got {got:.6g}, expected {want:.6g})"
+    allowed = atol + rtol * abs(want)
+    where = _index_text(i, tuple(a.shape))
+    g, w = _two_numbers(got, want)
+    return (f"at {where} got {g}, expected {w}: difference {abs(got - want):.3g}, "
+            f"allowed {allowed:.3g} (rtol = {rtol:g}, atol = {atol:g})")
 
 
 def close(out, ref, tol):
@@ -514,8 +516,110 @@ def devices():
     return out
 
 
-def tol_for(dtype):
-    return FLOAT64_TOL if dtype == torch.float64 else FLOAT32_TOL
+def tol_for(dtype, *, result=None):
+    """The ``(rtol, atol)`` the notebooks state for values computed from ``dtype`` input.
+
+    ``result``: what the learner returned. A result of a narrower dtype than the input
+    (float32 for float64 input, say) costs the shape check's dtype point; its values are
+    still judged, with that dtype's rounding (its machine epsilon) added to ``rtol``.
+    """
+    rtol, atol = FLOAT64_TOL if dtype == torch.float64 else FLOAT32_TOL
+    if result is not None:
+        rtol = rtol + rounding(dtype, result)
+    return (rtol, atol)
+
+
+# Used by the helpers below; captured here, at import, like those at the top.
+_div = _VF.div
+_eq = _VF.eq
+_logical_or = _VF.logical_or
+_finfo = torch.finfo
+_is_floating = _TensorBase.is_floating_point
+
+
+def _is_floating_dtype(dtype):
+    return _isinstance(dtype, torch.dtype) and dtype.is_floating_point
+
+
+def rounding(dtype, result):
+    """The relative error rounding to ``result``'s dtype adds when it is narrower than
+    ``dtype`` (its machine epsilon), else 0: what a value check allows on top of its
+    tolerance, so that a dtype slip costs only the shape check's point."""
+    if not (_is_floating(result) and _is_floating_dtype(dtype)):
+        return 0.0
+    extra = _finfo(result.dtype).eps
+    return extra if extra > _finfo(dtype).eps else 0.0
+
+
+def _plain_tensor(out, *, name, shape):
+    """``out`` if it is a plain ``torch.Tensor`` of ``shape``, else ``AssertionError``."""
+    if out is None:
+        raise AssertionError(f"`{name}` returned None: did you forget the `return`?")
+    if _type(out) is not _Tensor:
+        if _isinstance(out, _Tensor):
+            raise AssertionError(
+                f"`{name}` must return a plain torch.Tensor, got the subclass {_type(out).__name__}."
+            )
+        raise AssertionError(f"`{name}` must return a torch.Tensor, got {_type(out).__name__}.")
+    got_shape = tuple(out.shape)
+    if got_shape != tuple(shape):
+        raise AssertionError(
+            f"`{name}` returned shape {got_shape}; expected {tuple(shape)}."
+        )
+    return out
+
+
+def values_result(out, *, name, shape):
+    """What a value check accepts: a plain floating-point tensor of ``shape``, of any
+    floating dtype and on any device (keeping x's dtype and device is the shape check's
+    property, so a slip there costs only that). Returns a copy, so that a later call of
+    the learner's function cannot change it. Compare it with :func:`close` and
+    ``tol_for(dtype, result=...)``."""
+    out = _plain_tensor(out, name=name, shape=shape)
+    if not _is_floating(out):
+        raise AssertionError(
+            f"`{name}` returned a tensor of dtype {out.dtype}; its values must be floating point."
+        )
+    return _clone(_detach(out))
+
+
+def check_new_result(fn, first_args, second_args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
+    """A call must return a new tensor: calling ``fn`` again, on inputs of the same
+    shapes, must leave what the first call returned as it was (an output buffer kept
+    between calls, or a view of one, fails this)."""
+    first = call(fn, first_args, name=name, forbidden=forbidden, hint=hint)
+    if _type(first) is not _Tensor:
+        return
+    kept = _clone(_detach(first))
+    call(fn, second_args, name=name, forbidden=forbidden, hint=hint)
+    unchanged = tuple(first.shape) == tuple(kept.shape) and first.dtype == kept.dtype and _item(_all(
+        _logical_or(_eq(_detach(first), kept), _logical_and(_isnan(_detach(first)), _isnan(kept)))))
+    if not unchanged:
+        fail(
+            f"Calling `{name}` a second time changed the tensor its first call returned.",
+            "Each call must return a new tensor: an output kept between calls (a buffer "
+            "filled with out=... or in place, or a view of one) is overwritten by the next "
+            "call, so whoever kept the first result finds it changed.",
+        )
+
+
+def _index_text(i, shape):
+    """The flat index ``i`` of a tensor of ``shape``, written as ``[i0, i1, ...]``."""
+    idx = []
+    for n in reversed(shape):
+        idx.append(i % n if n else 0)
+        i = i // n if n else 0
+    return "[" + ", ".join(str(k) for k in reversed(idx)) + "]"
+
+
+def _two_numbers(got, want):
+    """``got`` and ``want`` as text, with enough significant digits to tell them apart."""
+    diff = abs(got - want)
+    size = max(abs(got), abs(want))
+    digits = 6
+    if math.isfinite(diff) and math.isfinite(size) and 0 < diff < size:
+        digits = min(17, max(6, math.ceil(math.log10(size / diff)) + 2))
+    return f"{got:.{digits}g}", f"{want:.{digits}g}"
 
 
 def generator(seed):

@@ -7,18 +7,24 @@
 so only the wiring is judged.
 
 ============================  ====================================================
-``check_block_shape``         ``[batch, seq, d_model]`` out, dtype and device kept,
-                              ``x`` and ``params`` unchanged
+``check_block_shape``         a new ``[batch, seq, d_model]`` tensor, dtype and
+                              device kept (the only check that judges them), ``x``
+                              and ``params`` unchanged
 ``check_block_residual``      with both output projections zeroed, each sublayer
                               adds nothing and a pre-norm block returns x exactly;
                               a post-norm block returns LN(x), a block without
                               skip connections 0, one whose residual starts after
                               the norm LN(x)
 ``check_block_norms``         each sublayer has its own LayerNorm: ln_1's and ln_2's
-                              parameters both change the output
+                              parameters both change the output (by more than
+                              rtol = atol = 1e-4)
 ``check_block_values``        the whole block against ``andrea_ref.block`` on random
-                              parameters (every wiring mistake fails this too)
+                              parameters (every wiring mistake fails this too,
+                              sublayers in the wrong order included)
 ============================  ====================================================
+
+Values are compared with the float64 reference within rtol = atol = 1e-5, as the
+notebook states, whatever dtype the result has.
 """
 from __future__ import annotations
 
@@ -65,7 +71,7 @@ def _config(d, h, n_head):
 def _run(fn, x, params, n_head):
     args = (C._clone(x), {k: C._clone(v) for k, v in params.items()}, n_head)
     out = C.call(fn, args, name=NAME, forbidden=FORBIDDEN)
-    return C.check_result(out, name=NAME, shape=x.shape, dtype=x.dtype, device=x.device)
+    return C.values_result(out, name=NAME, shape=x.shape)
 
 
 def _variants(x, p, n_head):
@@ -89,6 +95,13 @@ def _variants(x, p, n_head):
         q[f"{other}.gamma"], q[f"{other}.beta"] = p[f"{name}.gamma"], p[f"{name}.beta"]
         return _reference(x, q, cfg)
 
+    def mlp_first(norm_mlp, norm_attn):
+        hid = x + mlp(ln(norm_mlp, x))
+        return hid + attn(ln(norm_attn, hid))
+
+    order = ("the sublayers are in the wrong order: the MLP sublayer comes before attention. "
+             "Attention comes first, h = x + attention(ln_1(x)), then the MLP, "
+             "h + mlp(ln_2(h)).")
     return [
         ("a post-norm block, LN(x + f(x)). ANDREA is pre-norm: x + f(LN(x)), so the "
          "residual stream itself is never normalised.",
@@ -109,6 +122,9 @@ def _variants(x, p, n_head):
          lambda: (lambda a: a + mlp(ln("ln_2", a)))(attn(ln("ln_1", x)))),
         ("the MLP reads the attention output instead of the updated residual stream.",
          lambda: (lambda a: x + a + mlp(ln("ln_2", a)))(attn(ln("ln_1", x)))),
+        (order, lambda: mlp_first("ln_2", "ln_1")),  # each sublayer keeps its own norm
+        (order + " Each keeps its own LayerNorm: ln_1 for attention, ln_2 for the MLP.",
+         lambda: mlp_first("ln_1", "ln_2")),  # the norms follow the positions
     ]
 
 
@@ -136,12 +152,12 @@ def _diagnosis(fn, seed, device, dtype):
         out = _run(fn, x, p, n_head)
     except AssertionError:
         return None
-    return C.diagnose(out, _variants(x, p, n_head), C.tol_for(dtype), None)
+    return C.diagnose(out, _variants(x, p, n_head), C.tol_for(dtype, result=out), None)
 
 
 @C.graded
 def check_block_shape(fn, seed=0):
-    """block returns [batch, seq, d_model] with x's dtype and device; x and params unchanged."""
+    """block returns a new [batch, seq, d_model] tensor with x's dtype and device; x and params unchanged."""
     for device, dtype, x, p, n_head in _cases(seed):
         keep_x = C._clone(x)
         keep_p = {k: C._clone(v) for k, v in p.items()}
@@ -157,6 +173,9 @@ def check_block_shape(fn, seed=0):
                 C.fail(f"`{NAME}` changed params[{k!r}].", "The parameters must be left as they were.")
         if not C.all_finite(out):
             C.fail(f"`{NAME}` returned nan or inf for ordinary input.", "")
+        C.check_new_result(fn, (C._clone(x), {k: C._clone(v) for k, v in p.items()}, n_head),
+                           (C._clone(x) * 0.5 + 0.25, {k: C._clone(v) for k, v in p.items()}, n_head),
+                           name=NAME, forbidden=FORBIDDEN)
 
 
 @C.graded
@@ -167,7 +186,7 @@ def check_block_residual(fn, seed=0):
         for k in ("attn.w_o", "attn.b_o", "mlp.w2", "mlp.b2"):
             off[k] = torch.zeros_like(p[k])
         out = _run(fn, x, off, n_head)
-        tol = C.tol_for(dtype)
+        tol = C.tol_for(dtype, result=out)
         if C.close(out, x, tol):
             continue
         likely = None
@@ -213,7 +232,7 @@ def check_block_values(fn, seed=0):
         out = _run(fn, x, p, n_head)
         cfg = _config(x.shape[-1], p["mlp.w1"].shape[1], n_head)
         want = _reference(C.f64(x), {k: C.f64(v) for k, v in p.items()}, cfg)
-        tol = C.tol_for(dtype)
+        tol = C.tol_for(dtype, result=out)
         if C.close(out, want, tol):
             continue
         C.fail(

@@ -9,6 +9,14 @@ tests included. :func:`strip_hidden` makes the copy that is rendered instead:
   diagnosis of the mistake) but loses its traceback, which quotes the failing
   source line;
 - any output line of any cell that repeats a hidden line is dropped.
+
+:func:`feedback_notebook` goes further for graded submissions: the graded cells show
+the verdicts of the independent check (what the points are based on), not what the
+learner's kernel printed; and every other output from the first cell with hidden
+tests onwards is dropped -- code that ran after the hidden tests could have seen
+their text and printed it in any encoding, which no line filter can recognise.
+The page itself is rendered with nbconvert's HTML sanitiser on (``classroom.grade``),
+so learner markup and scripts in markdown cells and outputs come out inert.
 """
 from __future__ import annotations
 
@@ -84,4 +92,29 @@ def strip_hidden(nb):
                     if mime.startswith("text/"):
                         value = "".join(value) if isinstance(value, list) else value
                         out["data"][mime] = _scrub_text(value, secret)
+    return nb
+
+
+DROPPED = ("(output not shown in feedback: this cell ran after the hidden tests)\n")
+
+
+def feedback_notebook(nb, verdicts: dict | None = None):
+    """The notebook to render as feedback: :func:`strip_hidden`, graded cells showing
+    ``verdicts`` ({grade_id: list of nbformat outputs}) and no output of any other
+    cell from the first hidden test on."""
+    from nbformat import from_dict
+
+    original = copy.deepcopy(nb)
+    nb = strip_hidden(nb)
+    after_hidden = False
+    for cell, before in zip(nb["cells"], original["cells"]):
+        if BEGIN in _source(before):
+            after_hidden = True
+        if cell.get("cell_type") != "code":
+            continue
+        gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")
+        if verdicts is not None and gid in verdicts:
+            cell["outputs"] = [from_dict(o) for o in verdicts[gid]]
+        elif after_hidden and cell.get("outputs"):
+            cell["outputs"] = [from_dict({"output_type": "stream", "name": "stdout", "text": DROPPED})]
     return nb

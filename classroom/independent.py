@@ -473,6 +473,8 @@ class RemoteFunction(_core.RemoteAnswer):
         self.call_limit = call_limit
         self.lost: str | None = None
         self.calls = 0
+        self.cell_deadline: float | None = None
+        self.over_budget = False
         self.results: dict[int, torch.Tensor] = {}  # what earlier calls returned, by call index
 
     def remote_call(self, args, forbidden):
@@ -480,14 +482,23 @@ class RemoteFunction(_core.RemoteAnswer):
             return _core.Outcome(error=RemoteError("AnswerStopped", self.lost))
         spec = {"what": forbidden.what, "aten_words": list(forbidden.aten_words),
                 "ref_files": list(forbidden.ref_files)}
+        wait = self.call_limit + GRACE
+        budget = None if self.cell_deadline is None else self.cell_deadline - time.monotonic()
+        if budget is not None and budget <= 0:
+            self.over_budget = True
+            return _core.Outcome(error=RemoteError("CellTimeout", "the cell ran out of time"))
         try:
             wire.send(self.sock, {"op": "call"}, {"args": list(args), "forbidden": spec,
                                                   "time_limit": self.call_limit})
-            header, values = wire.recv(self.sock, timeout=self.call_limit + GRACE)
+            header, values = wire.recv(self.sock, timeout=wait if budget is None else min(wait, budget))
         except TimeoutError:
+            self.host.reset()
+            if budget is not None and budget < wait:
+                self.over_budget = True
+                self.lost = "the cell ran out of time"
+                return _core.Outcome(error=RemoteError("CellTimeout", self.lost))
             self.timed_out = True
             self.lost = f"did not finish within {self.call_limit:g} s"
-            self.host.reset()
             return _core.Outcome(timed_out=True)
         except (wire.WireError, OSError) as exc:
             self.lost = ("the process running this code stopped (killed: over the memory limit, "
@@ -558,59 +569,102 @@ def _fail_all(plan: dict, message: str) -> dict[str, CellVerdict]:
     return {g["grade_id"]: CellVerdict(g["grade_id"], g["points"], False, message) for g in plan["graded"]}
 
 
-def check_notebook(plan: dict, nb: dict, host: AnswerHost, *, cell_timeout: float = 60.0,
-                   call_limit: float | None = None) -> NotebookVerdict:
-    """Grade the submitted notebook ``nb`` (a dict) by the plan, out of process."""
-    t0 = time.monotonic()
-    call_limit = call_limit or _core.CALL_TIME_LIMIT
-    cells = answer_cells(plan, nb)
-    learner_cells = cells[len(plan["setup"]):]
-    verdict = NotebookVerdict(cells={}, untouched=untouched(plan, nb), probes=probe_findings(learner_cells),
-                              locked_changes=locked_changes(plan, nb))
+class _Budget(Exception):
+    """A graded cell (or the whole notebook) ran out of time."""
+
+
+def _connect(plan: dict, cells: list[str], host: AnswerHost, verdict: NotebookVerdict, *, cell_timeout: float,
+             call_limit: float, deadline: float) -> RemoteFunction | str:
+    """A server that has run ``cells`` and holds the graded function, or the reason
+    why there is none (every graded cell then fails with it)."""
     fn_name = plan["function"]
     sock = host.open()
     try:
-        header, _ = wire.recv(sock, timeout=120)
+        header, _ = wire.recv(sock, timeout=max(1.0, min(120.0, deadline - time.monotonic())))
         if header.get("op") != "ready":
             raise AnswerUnavailable(str(header.get("message") or "the answer server did not start")[:300])
         wire.send(sock, {"op": "cells"}, {"cells": cells})
         try:
-            header, _ = wire.recv(sock, timeout=cell_timeout * max(1, len(cells)) + GRACE)
+            header, _ = wire.recv(sock, timeout=max(1.0, min(cell_timeout * max(1, len(cells)) + GRACE,
+                                                                deadline - time.monotonic())))
         except TimeoutError:
             host.reset()
             verdict.problem = "timed out"
-            verdict.cells = _fail_all(plan, f"The answer cells did not finish within {cell_timeout:g} s "
-                                            "each (an endless loop at the top level?).")
-            return verdict
+            sock.close()
+            return (f"The answer cells did not finish within {cell_timeout:g} s each (an endless loop at "
+                    "the top level?).")
         except wire.WireError:
             verdict.problem = "answer stopped"
-            verdict.cells = _fail_all(plan, "The process running the answer cells stopped (it ended itself, "
-                                            "or was killed at a limit) before the checks could run.")
-            return verdict
+            sock.close()
+            return ("The process running the answer cells stopped (it ended itself, or was killed at a "
+                    "limit) before the checks could run.")
         verdict.answer_errors = [e for e in header.get("errors", []) if isinstance(e, dict)][:20]
         wire.send(sock, {"op": "bind", "name": fn_name})
         header, _ = wire.recv(sock, timeout=30)
-        if not header.get("found"):
-            verdict.cells = _fail_all(plan, f"`{fn_name}` is not defined: the answer cell did not define it "
-                                            "(or raised an error before it did).")
-            return verdict
-        proxy = RemoteFunction(sock, host, call_limit)
+    except (wire.WireError, TimeoutError, OSError) as exc:
+        sock.close()
+        host.reset()
+        verdict.problem = "answer stopped"
+        return f"The process running the answer stopped before the checks could run ({exc})."
+    if not header.get("found"):
+        sock.close()
+        return (f"`{fn_name}` is not defined: the answer cell did not define it (or raised an error "
+                "before it did).")
+    return RemoteFunction(sock, host, call_limit)
+
+
+def check_notebook(plan: dict, nb: dict, host: AnswerHost, *, cell_timeout: float = 60.0,
+                   call_limit: float | None = None, deadline: float | None = None) -> NotebookVerdict:
+    """Grade the submitted notebook ``nb`` (a dict) by the plan, out of process.
+
+    Each graded cell has ``cell_timeout`` seconds, as in nbgrader; a cell that runs out
+    of time fails, its server is killed and the next cell gets a fresh one (as the
+    notebook's next cell would still run). ``deadline`` (``time.monotonic()``) ends it
+    all: the cells not checked by then fail."""
+    t0 = time.monotonic()
+    call_limit = call_limit or _core.CALL_TIME_LIMIT
+    deadline = deadline if deadline is not None else t0 + 600.0
+    cells = answer_cells(plan, nb)
+    verdict = NotebookVerdict(cells={}, untouched=untouched(plan, nb),
+                              probes=probe_findings(cells[len(plan["setup"]):]),
+                              locked_changes=locked_changes(plan, nb))
+    proxy: RemoteFunction | str | None = None
+    try:
         with _core.cpu_only(), _core.quiet():
             for g in plan["graded"]:
-                verdict.cells[g["grade_id"]] = _run_cell(g, proxy)
-        if proxy.lost and not proxy.timed_out:
-            verdict.problem = "answer stopped"
-        elif proxy.timed_out:
-            verdict.problem = "timed out"
-        try:
-            wire.send(sock, {"op": "bye"})
-        except (OSError, wire.WireError):
-            pass
+                if time.monotonic() >= deadline:
+                    verdict.cells[g["grade_id"]] = CellVerdict(g["grade_id"], g["points"], False,
+                                                               "Not checked: the grading deadline was reached.")
+                    verdict.problem = verdict.problem or "timed out"
+                    continue
+                if proxy is None:
+                    proxy = _connect(plan, cells, host, verdict, cell_timeout=cell_timeout,
+                                     call_limit=call_limit, deadline=deadline)
+                if isinstance(proxy, str):
+                    verdict.cells[g["grade_id"]] = CellVerdict(g["grade_id"], g["points"], False, proxy)
+                    continue
+                proxy.cell_deadline = min(deadline, time.monotonic() + cell_timeout)
+                verdict.cells[g["grade_id"]] = cv = _run_cell(g, proxy)
+                if proxy.over_budget:
+                    cv.message = (f"The checks of this cell did not finish within {cell_timeout:g} s; "
+                                  "the cell was stopped.")
+                    verdict.problem = "timed out"
+                    proxy.sock.close()
+                    proxy = None  # the next cell gets a fresh server, as the notebook's would run
+        if isinstance(proxy, RemoteFunction):
+            if proxy.lost and not proxy.timed_out:
+                verdict.problem = verdict.problem or "answer stopped"
+            elif proxy.timed_out:
+                verdict.problem = verdict.problem or "timed out"
+            try:
+                wire.send(proxy.sock, {"op": "bye"})
+            except (OSError, wire.WireError):
+                pass
         return verdict
     finally:
-        sock.close()
-        if host.mode != "zygote":
-            host.reset()
+        if isinstance(proxy, RemoteFunction):
+            proxy.sock.close()
+        host.reset()
         verdict.seconds = round(time.monotonic() - t0, 2)
 
 
@@ -628,6 +682,8 @@ def _run_cell(g: dict, proxy: RemoteFunction) -> CellVerdict:
                                f"The check could not be completed ({type(exc).__name__}).", lines)
         finally:
             lines += [ln for ln in out.getvalue().splitlines() if ln.strip()]
+        if proxy.over_budget:
+            return CellVerdict(g["grade_id"], g["points"], False, "", lines)
     return CellVerdict(g["grade_id"], g["points"], True, "", lines)
 
 

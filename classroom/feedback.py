@@ -15,8 +15,10 @@ the verdicts of the independent check (what the points are based on), not what t
 learner's kernel printed; and every other output from the first cell with hidden
 tests onwards is dropped -- code that ran after the hidden tests could have seen
 their text and printed it in any encoding, which no line filter can recognise.
-The page itself is rendered with nbconvert's HTML sanitiser on (``classroom.grade``),
-so learner markup and scripts in markdown cells and outputs come out inert.
+Markdown cells are turned into HTML and cleaned with ``nh3`` here (nbgrader's
+feedback template renders markdown unsanitised), and the page is rendered with
+nbconvert's HTML sanitiser on for outputs (``classroom.grade``), so learner markup,
+scripts, event handlers and ``javascript:`` links come out inert.
 """
 from __future__ import annotations
 
@@ -104,12 +106,25 @@ def feedback_notebook(nb, verdicts: dict | None = None):
     cell from the first hidden test on."""
     from nbformat import from_dict
 
+    import nh3
+    from nbconvert.filters import markdown2html
+
     original = copy.deepcopy(nb)
     nb = strip_hidden(nb)
     after_hidden = False
     for cell, before in zip(nb["cells"], original["cells"]):
         if BEGIN in _source(before):
             after_hidden = True
+        nbg = cell.get("metadata", {}).get("nbgrader")
+        if isinstance(nbg, dict):
+            nbg.pop("comment", None)  # only the gradebook's comments are shown
+        if cell.get("cell_type") in ("markdown", "raw"):
+            # nbgrader's feedback template renders markdown unsanitised: hand it HTML that
+            # has been through the sanitiser already (scripts, handlers, javascript: links go)
+            cell["source"] = nh3.clean(markdown2html(_source(cell)), tags=nh3.ALLOWED_TAGS - {"img"})
+            cell["cell_type"] = "markdown"
+            cell.pop("attachments", None)
+            continue
         if cell.get("cell_type") != "code":
             continue
         gid = cell.get("metadata", {}).get("nbgrader", {}).get("grade_id")

@@ -229,7 +229,7 @@ def analyse_notebook(nb) -> dict:
         for out in cell.get("outputs", []):
             if out.get("output_type") == "error":
                 message = str(out.get("evalue") or "").strip().splitlines()
-                errors.append({"cell": str(meta.get("grade_id") or f"cell {i + 1}")[:100],
+                errors.append({"cell": f"cell {meta['grade_id']!r}"[:100] if meta.get("grade_id") else f"cell {i + 1}",
                                "graded": bool(meta.get("grade")),
                                "ename": str(out.get("ename", ""))[:100],
                                "evalue": message[0][:300] if message else ""})
@@ -367,7 +367,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
     if record["status"] == STATUS_OK and any(e["ename"] in interrupted for e in record["errors"]):
         record["status"] = STATUS_TIMEOUT
         cells = sorted({e["cell"] for e in record["errors"] if e["ename"] in interrupted})
-        record["reason"] = f"cell(s) {', '.join(cells)} ran past the per-cell time limit and were interrupted"
+        record["reason"] = f"{', '.join(cells)} ran past the per-cell time limit and were interrupted"
 
     # ---- the independent check: the points
     host = worker.get("host")

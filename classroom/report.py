@@ -35,6 +35,7 @@ SANDBOX_TEXT = ("Network is unreachable", "Resource temporarily unavailable", "R
 ORDER = ("not submitted", "failed", "timed out", "limit hit", "tampering suspected", "files refused",
          "untouched", "probe suspected", "locked cells edited", "graded")
 DIFFERS = "the notebook's result differs from the independent check"
+NOTES = ("probe suspected", "locked cells edited")  # worth a look, never a status of their own
 
 
 def _rank(status: str) -> int:
@@ -65,9 +66,9 @@ def notebook_findings(record: dict, notebook: str) -> tuple[list[str], list[str]
         if e.get("ename") in SANDBOX_ENAMES or any(t in text for t in SANDBOX_TEXT):
             which = SANDBOX_LIMITS.get(e.get("ename"), "sandbox")
             statuses.append(f"limit hit: {which}")
-            lines.append(f"SANDBOX LIMIT: cell {cell} raised {text}")
+            lines.append(f"SANDBOX LIMIT: {cell} raised {text}")
         elif not e.get("graded"):
-            lines.append(f"ERROR: cell {cell} raised {text}")
+            lines.append(f"ERROR: {cell} raised {text}")
     check = record.get("checks", {}).get(notebook, {})
     if check.get("problem"):
         lines.append(f"INDEPENDENT CHECK: {textsafe.line(check['problem'])}")
@@ -101,9 +102,9 @@ def notebook_findings(record: dict, notebook: str) -> tuple[list[str], list[str]
         lines.append(f"NOTE: {textsafe.line(n)}")
     if record.get("needs_manual_grade") and status == "ok":
         lines.append("NEEDS MANUAL GRADING")
-    if not any(_rank(s) < _rank("probe suspected") for s in statuses):
+    if not any(s not in NOTES for s in statuses):
         statuses.append("graded")
-    statuses = sorted(dict.fromkeys(statuses), key=_rank)
+    statuses = sorted(dict.fromkeys(statuses), key=lambda s: (s in NOTES, _rank(s)))
     return statuses, lines
 
 

@@ -75,7 +75,7 @@ def test_inside_the_sandbox(box):
     assert res["uid"] == (spec.uid if spec.uid is not None else os.getuid())
     assert res["cwd"] == str(work)
     assert res["read_solutions"] == "FileNotFoundError"
-    assert res["repo"] == sorted({".venv", "andrea_ref"} & set(os.listdir(ROOT)))  # nothing else of the repo
+    assert res["repo"] == sorted({".venv", "andrea_ref", "classroom"} & set(os.listdir(ROOT)))  # code only
     assert res["read_gradebook"] == "FileNotFoundError"
     assert res["write_outside"] in ("PermissionError", "FileNotFoundError")
     assert res["write_own"] == "ok" and (scratch / "mine.txt").read_text() == "x"

@@ -613,7 +613,9 @@ def _seccomp_programs(out: Path) -> dict[str, str]:
 
 
 def _options_digest(limits: sandbox.Limits, timeout, deadline, max_output, grader_memory) -> str:
-    text = json.dumps([limits.__dict__, timeout, deadline, max_output, grader_memory], sort_keys=True, default=str)
+    values = [{k: int(v) for k, v in limits.__dict__.items()}, None if timeout is None else float(timeout),
+              float(deadline), int(max_output), int(grader_memory)]
+    text = json.dumps(values, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

@@ -1,0 +1,227 @@
+"""The independent check's parts on their own: the plan read from the notebooks, the
+cells an answer server runs, the wire format's refusal of anything odd, the probe
+scan, escaping of learner text, the resume fingerprint, and one notebook checked end
+to end through a real sandboxed answer server (zygote and one-sandbox-per-notebook)."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import socket
+import struct
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
+
+from classroom import grade, independent, report, sandbox, textsafe, wire  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _nbs(assignment):
+    nb_file = ASSIGNMENTS[assignment][0]
+    return (json.loads((ROOT / "solutions" / assignment / nb_file).read_text()),
+            json.loads((ROOT / "exercises" / assignment / nb_file).read_text()))
+
+
+@pytest.fixture(scope="module")
+def plans():
+    return {a: independent.build_plan(*_nbs(a), where=a) for a in ASSIGNMENTS}
+
+
+# ----------------------------------------------------------------------------- plan
+def test_plan_holds_every_graded_call_with_hidden_seeds(plans):
+    for a, (_, _, fn, cells) in ASSIGNMENTS.items():
+        plan = plans[a]
+        assert plan["function"] == fn
+        assert {g["grade_id"]: g["points"] for g in plan["graded"]} == cells
+        for g in plan["graded"]:
+            seeds = [kw.get("seed") for _, kw in g["calls"]]
+            assert None in seeds and 20261130 in seeds, g  # the visible and the hidden call
+
+
+def test_plan_refuses_a_graded_cell_doing_anything_else():
+    sol, rel = _nbs("02_gelu")
+    bad = copy.deepcopy(sol)
+    for cell in bad["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("grade_id") == "gelu_values":
+            cell["source"] = "import os\ngrading.check_gelu_values(gelu)\n"
+    with pytest.raises(ValueError, match="may only call grading.check_"):
+        independent.build_plan(bad, rel)
+
+
+def test_answer_cells_use_the_release_setup_and_skip_graded_and_unchanged_cells(plans):
+    sol, rel = _nbs("02_gelu")
+    nb = copy.deepcopy(rel)
+    for cell in nb["cells"]:
+        gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
+        if gid == "setup":
+            cell["source"] = "print('tampered set-up')\n"
+        elif gid == "gelu":
+            cell["source"] = "def gelu(x):\n    return x\n"
+    nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "source": "after_graded = 1"})
+    cells = independent.answer_cells(plans["02_gelu"], nb)
+    assert "tampered" not in "".join(cells)
+    assert cells[0] == plans["02_gelu"]["setup"][0]
+    assert "def gelu(x):\n    return x\n" in cells
+    assert not any("grading.check" in c or "grading.report" in c for c in cells)
+    assert "after_graded = 1" not in cells
+    assert independent.locked_changes(plans["02_gelu"], nb) == [
+        "locked cell 'setup' was edited (the release's version was graded)"]
+    assert not independent.untouched(plans["02_gelu"], nb)
+    assert independent.untouched(plans["02_gelu"], rel)
+
+
+def test_probe_scan_names_machinery_and_spares_honest_answers():
+    honest = ("import math\nimport torch.nn.functional as F\n"
+              "def gelu(x):\n    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * x))\n")
+    assert independent.probe_findings([honest]) == []
+    found = independent.probe_findings([
+        "import ctypes\nfrom andrea_ref.grading import _core\nf = gelu.__globals__\n"
+        "exec('1')\n__builtins__\n!ls\ntorch._C._x\n"])
+    for what in ("import ctypes", "from andrea_ref.grading import ...", ".__globals__", "exec()",
+                 "__builtins__", "an IPython shell command or magic", "torch._C"):
+        assert what in found, (what, found)
+
+
+# ----------------------------------------------------------------------------- wire
+def test_wire_round_trip_of_every_value_kind():
+    values = {"a": [torch.arange(6, dtype=torch.float32).reshape(2, 3), torch.tensor(1.5, dtype=torch.bfloat16),
+                    torch.zeros(0, 4, dtype=torch.float16)],
+              "b": ({"n": 3, "x": float("inf")}, None, True, "text")}
+    a, b = socket.socketpair()
+    wire.send(a, {"op": "t"}, values)
+    header, got = wire.recv(b, timeout=5)
+    assert header == {"op": "t"}
+    assert torch.equal(got["a"][0], values["a"][0]) and got["a"][1].dtype == torch.bfloat16
+    assert got["a"][2].shape == (0, 4) and got["b"][0]["x"] == float("inf") and got["b"][1:] == (None, True, "text")
+
+
+@pytest.mark.parametrize("frame", [
+    struct.pack(">II", wire.MAX_HEADER + 1, 0),                                       # oversized header
+    struct.pack(">II", 5, 0) + b"nope!",                                               # not JSON
+    (lambda h: struct.pack(">II", len(h), 4) + h + b"\0\0\0\0")(
+        json.dumps({"values": {"t": "tensor", "dtype": "float32", "shape": [2], "blob": 0}, "blobs": [4]}).encode()),
+    (lambda h: struct.pack(">II", len(h), 0) + h)(
+        json.dumps({"values": {"t": "pickle", "items": []}, "blobs": []}).encode()),  # unknown kind
+    (lambda h: struct.pack(">II", len(h), 8) + h + b"\0" * 8)(
+        json.dumps({"values": {"t": "tensor", "dtype": "object", "shape": [1], "blob": 0}, "blobs": [8]}).encode()),
+    (lambda h: struct.pack(">II", len(h), 0) + h)(
+        json.dumps({"values": {"t": "list", "items": [{"t": "list", "items": []}] * 20000}, "blobs": []}).encode()),
+])
+def test_wire_refuses_malformed_frames(frame):
+    import threading
+    a, b = socket.socketpair()
+
+    def feed():
+        try:
+            a.sendall(frame)
+        except OSError:
+            pass  # the reader gave up early: fine
+        a.close()
+
+    threading.Thread(target=feed, daemon=True).start()
+    with pytest.raises(wire.WireError):
+        wire.recv(b, timeout=5)
+
+
+def test_wire_times_out_on_silence():
+    a, b = socket.socketpair()
+    with pytest.raises(TimeoutError):
+        wire.recv(b, timeout=0.2)
+
+
+def test_results_and_arguments_are_applied_back_in_place():
+    local = torch.ones(3)
+    independent._apply_back(local, torch.tensor([1.0, 2.0, 3.0]))
+    assert local.tolist() == [1.0, 2.0, 3.0]
+    params = {"w": torch.zeros(2), "gone": torch.zeros(1)}
+    independent._apply_back(params, {"w": torch.ones(2), "new": 5})
+    assert set(params) == {"w", "new"} and params["w"].tolist() == [1.0, 1.0]
+
+
+# ----------------------------------------------------------------------------- text
+@pytest.mark.parametrize("raw", ["a\nb", "\x1b[2K\x1b[1Ahidden", "\u202eevil", "x\u2028y", "\x00\x07", "tab\there"])
+def test_learner_text_becomes_one_printable_line(raw):
+    out = textsafe.line(raw)
+    assert "\n" not in out and "\x1b" not in out and "\u202e" not in out and "\u2028" not in out
+    assert out.isprintable()
+
+
+def test_text_keeps_letters_and_guards_spreadsheet_cells():
+    assert textsafe.line("ანდრეა ✓ Ärger") == "ანდრეა ✓ Ärger"
+    assert textsafe.cell("=HYPERLINK(1)").startswith("'=")
+    assert textsafe.line("x" * 500, 20).endswith("…") and len(textsafe.line("x" * 500, 20)) == 21
+
+
+def test_statuses_of_a_record():
+    rec = {"status": "ok", "refused": ["torch.py"], "limits": [], "errors": [],
+           "checks": {"gelu": {"differs": [{"grade_id": "gelu_values", "kernel": 6.0, "independent": 0.0}],
+                               "probes": ["import ctypes"]}}}
+    statuses, lines = report.notebook_findings(rec, "gelu")
+    assert statuses == ["tampering suspected", "files refused", "probe suspected"]
+    assert any("possible tampering" in ln for ln in lines)
+    rec["checks"]["gelu"]["differs"][0].update(kernel=0.0, independent=6.0)
+    statuses, lines = report.notebook_findings(rec, "gelu")
+    assert statuses[0] == "files refused" and "tampering suspected" not in statuses
+
+
+# ----------------------------------------------------------------------------- fingerprint
+def test_changing_a_check_changes_the_resume_fingerprint(tmp_path):
+    repo = tmp_path / "repo"
+    for part in ("solutions", "exercises", "andrea_ref", "classroom"):
+        shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "nbgrader_config.py", repo / "nbgrader_config.py")
+    before = grade._code_digest(repo)
+    assert grade._code_digest(repo) == before
+    check = repo / "andrea_ref" / "grading" / "gelu.py"
+    check.write_text(check.read_text() + "\n# a changed check\n")
+    assert grade._code_digest(repo) != before
+    (repo / "andrea_ref" / "grading" / "__pycache__").mkdir(exist_ok=True)
+    (repo / "andrea_ref" / "grading" / "__pycache__" / "x.pyc").write_bytes(b"cache")
+    assert grade._code_digest(repo) == grade._code_digest(repo)
+
+
+def test_grading_options_are_part_of_the_fingerprint():
+    base = grade._options_digest(sandbox.Limits(), None, 600, 2 << 20, 3 << 30)
+    assert base == grade._options_digest(sandbox.Limits(), None, 600.0, 2 << 20, 3 << 30)
+    assert base != grade._options_digest(sandbox.Limits(memory=1 << 30), None, 600, 2 << 20, 3 << 30)
+    assert base != grade._options_digest(sandbox.Limits(), 5, 600, 2 << 20, 3 << 30)
+
+
+# ----------------------------------------------------------------------------- end to end
+@pytest.fixture(scope="module", params=["zygote", "sandbox per notebook"])
+def host(request, tmp_path_factory):
+    work = tmp_path_factory.mktemp("answer")
+    os.chmod(work, 0o755)
+    uid = grade.UID_BASE + 980 if os.geteuid() == 0 else None
+    ro, pypath = sandbox.default_ro_paths(ROOT)
+    spec = sandbox.SandboxSpec(scratch_root=str(work), runtime_dir=str(work), pidfile=str(work / "pid"), uid=uid,
+                               ro_paths=ro, pythonpath=pypath,
+                               limits=sandbox.Limits(memory=3 << 30, processes=128, cpu_seconds=120))
+    h = independent.AnswerHost(spec, work / "server", zygote=request.param == "zygote")
+    h.start()
+    if request.param == "zygote" and h.mode != "zygote":
+        pytest.skip(f"no nested namespaces here: {h.why_not_zygote}")
+    yield h
+    h.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("student", ["gelu_solution", "gelu_erf", "gelu_untouched", "gelu_library_alias",
+                                     "gelu_custom_eq", "gelu_warns", "gelu_float64_result"])
+def test_independent_verdicts_equal_the_catalogue(plans, host, student):
+    case = next(c for c in CASES if c.student == student)
+    sol, rel = _nbs(case.assignment)
+    nb = json.loads(make_submission(case, rel, sol))
+    v = independent.check_notebook(plans[case.assignment], nb, host, cell_timeout=20)
+    assert {g for g, c in v.cells.items() if not c.passed} == case.lost_cells()
+    assert v.score == case.expected_score()
+    if case.feedback:
+        assert any(case.feedback in c.message for c in v.cells.values())

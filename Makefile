@@ -27,7 +27,7 @@ $(STAMP): requirements.txt
 venv: $(STAMP)
 
 # Debian packages: Chromium for the browser tests; bubblewrap, prlimit and setpriv
-# (util-linux) for the grading sandbox; PostgreSQL for the gradebook test.
+# (util-linux) and libseccomp2 for the grading sandbox; PostgreSQL for the gradebook test.
 sysdeps:
 	@{ command -v chromium && command -v bwrap && command -v prlimit && command -v setpriv && \
 	   { command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } && \

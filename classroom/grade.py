@@ -849,11 +849,17 @@ def _grade_all(out, todo, n_workers, tree, programs, template_db, tdigest, limit
 
 
 def parse_size(text: str) -> int:
+    """Bytes in a size such as ``4G``, ``512M``, ``64k`` or ``1000``; argparse turns the
+    ValueError into a message naming the option."""
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-    t = text.strip().lower().rstrip("b")
-    if t and t[-1] in units:
-        return int(float(t[:-1]) * units[t[-1]])
-    return int(t)
+    t = str(text).strip().lower().rstrip("b").rstrip("i")
+    try:
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except (ValueError, KeyError):
+        raise ValueError(f"expected a size such as 4G, 512M or 65536, got {text!r}") from None
+    if value <= 0 or value != value:
+        raise ValueError(f"expected a positive size, got {text!r}")
+    return int(value)
 
 
 def main(argv=None) -> int:
@@ -879,12 +885,24 @@ def main(argv=None) -> int:
     p.add_argument("--force", action="store_true", help="regrade everything")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
-    limits = sandbox.Limits(memory=parse_size(a.memory), processes=a.processes, cpu_seconds=a.cpu)
+    sizes = {}
+    for opt in ("memory", "grader_memory", "max_output"):
+        try:
+            sizes[opt] = parse_size(getattr(a, opt))
+        except ValueError as exc:
+            p.error(f"--{opt.replace('_', '-')}: {exc}")
+    for opt in ("processes", "cpu", "workers", "timeout"):
+        value = getattr(a, opt)
+        if value is not None and value <= 0:
+            p.error(f"--{opt}: expected a positive number, got {value}")
+    if a.deadline <= 0:
+        p.error(f"--deadline: expected a positive number of seconds, got {a.deadline}")
+    limits = sandbox.Limits(memory=sizes["memory"], processes=a.processes, cpu_seconds=a.cpu)
     try:
         summary = run(a.submissions, workers=a.workers, db_url=a.db, out=a.out, timeout=a.timeout,
                       deadline=a.deadline, limits=limits, uid_base=a.uid_base, force=a.force,
-                      progress=not a.no_progress, max_output=parse_size(a.max_output),
-                      grader_memory=parse_size(a.grader_memory), zygote=not a.no_zygote)
+                      progress=not a.no_progress, max_output=sizes["max_output"],
+                      grader_memory=sizes["grader_memory"], zygote=not a.no_zygote)
     except sandbox.SandboxUnavailable as exc:
         print(f"error: cannot isolate the learners' code on this machine: {exc}", file=sys.stderr)
         return 2

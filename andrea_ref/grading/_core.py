@@ -10,15 +10,22 @@ to stderr. So every check here
 * records the ATen operations that really ran (a ``TorchDispatchMode``) and every
   Python function entered (``sys.setprofile``), so a library LayerNorm or GELU, or a
   call into ``andrea_ref``'s own implementation, is seen whatever name it was called
-  by -- an alias taken earlier included;
-* accepts only a plain ``torch.Tensor`` of the expected shape, dtype and device (an
-  object with its own ``__eq__`` gets nothing);
+  by -- an alias taken earlier included; the forbidden ATen operations are also
+  refused at PyTorch's dispatcher for the duration of the call, so another thread
+  or a switched-off dispatch mode does not hide them;
+* accepts only a plain ``torch.Tensor``: the shape checks judge shape, dtype and
+  device, the value checks any floating tensor of the right shape (an object with
+  its own ``__eq__`` gets nothing), so one slip costs one property;
 * compares with torch functions captured when this module was imported, and refuses
   to grade in a kernel where PyTorch's functions have been reassigned.
 
-The threat model is honest mistakes and cheap tricks. Code running in the same
-process can always defeat checks made in that process; isolating the grader from the
-learner's code is the job of the machine that runs nbgrader.
+A call is split in two: :func:`execute` runs the function and describes what
+happened as data (an :class:`Outcome`), :func:`verdict` judges it. In a notebook both
+run in the learner's kernel: instant feedback, which code in that kernel could
+defeat. For the grade, ``classroom.independent`` runs :func:`execute` in a separate
+sandboxed process that serves the learner's function, and the checks and
+:func:`verdict` in the grader's own process, where no learner code runs
+(:class:`RemoteAnswer`).
 """
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ Environment variables:
 * ``ANDREA_KERNEL`` = ``auto`` (default) | ``off`` | ``require``: build and fall back to
   PyTorch with one warning if that fails; never build; fail loudly.
 * ``ANDREA_KERNEL_CACHE``: where builds are kept (default ``~/.cache/andrea_ref``).
+* ``ANDREA_KERNEL_BUILD_ONLY=1``: build and load the CUDA library on a machine without a GPU
+  (CI), launching nothing on a GPU; see :mod:`andrea_ref.kernels.loader`.
 * ``ANDREA_GELU_VARIANT`` = ``auto`` (default) | ``precise`` | ``fast``: which tanh the CUDA
   kernels use.
 

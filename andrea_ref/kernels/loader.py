@@ -9,8 +9,8 @@ What this module adds around ``cpp_extension.load`` (each point is a trap of the
   another torch is never picked up (``TORCH_EXTENSIONS_DIR`` alone does not prevent that).
 * **A warm load that skips the build system**: when the keyed directory already holds the
   library, it is loaded directly (a few milliseconds).
-* **No silent hang on a stale lock**: ``cpp_extension`` waits forever on a ``lock`` file left
-  by a killed build. Builders here first take an operating-system file lock
+* **No silent hang on a stale lock**: ``cpp_extension`` (up to torch 2.13; later versions take
+  an flock on it) waits forever on a ``lock`` file left by a killed build. Builders here first take an operating-system file lock
   (``fcntl.flock`` on ``.andrea-build.lock``), which the kernel releases when its owner dies.
   Whoever holds it is the only process that may be building in that directory, so a ``lock``
   file found at that point is stale by construction: it is removed, with a message. Other
@@ -23,6 +23,14 @@ What this module adds around ``cpp_extension.load`` (each point is a trap of the
 Modes (environment variable ``ANDREA_KERNEL``): ``auto`` (default: build, fall back to the
 pure-PyTorch path with one warning if the build cannot happen), ``off`` (never build),
 ``require`` (raise :class:`KernelBuildError` if the kernel cannot be built and loaded).
+
+**Build-only** (``ANDREA_KERNEL_BUILD_ONLY=1``, or ``KernelLoader(build_only=True)``): for a
+machine with a CUDA toolkit and a CUDA build of torch but no GPU (CI). The CUDA library is
+built (``TORCH_CUDA_ARCH_LIST`` must then be set, since no GPU can be asked), loaded and its
+operators registered; the sanity check after loading runs the library's CPU twin but launches
+nothing on a GPU, where it would otherwise also run the CUDA kernel and fail with "no NVIDIA
+driver". The backend defaults to ``cuda`` even though no GPU is visible. On a GPU machine it
+only skips that one launch: leave it unset there.
 
 On a machine with a CUDA GPU the build contains the CUDA kernels and the CPU twin; without one
 it contains the CPU twin only (``gelu_cpu.cpp``), which runs the same scalar arithmetic
@@ -49,6 +57,7 @@ import torch
 
 ENV_MODE = "ANDREA_KERNEL"
 ENV_CACHE = "ANDREA_KERNEL_CACHE"
+ENV_BUILD_ONLY = "ANDREA_KERNEL_BUILD_ONLY"
 MODES = ("auto", "off", "require")
 BACKENDS = ("cuda", "cpu-twin", "torch")
 
@@ -128,6 +137,16 @@ def mode_from_env() -> str:
             f"environment variable {ENV_MODE} must be one of {', '.join(MODES)}; got {value!r}"
         )
     return value
+
+
+def build_only_from_env() -> bool:
+    """``ANDREA_KERNEL_BUILD_ONLY``: 1/true/yes/on builds and loads without launching on a GPU."""
+    value = os.environ.get(ENV_BUILD_ONLY, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(f"environment variable {ENV_BUILD_ONLY} must be 0 or 1; got {value!r}")
 
 
 def cache_root() -> Path:
@@ -351,14 +370,17 @@ def _ops_namespace(name: str):
     return namespace
 
 
-def _sanity_check(ops, backend: str) -> None:
-    """A few values through the freshly loaded operators: a wrong build fails here, not later."""
+def _sanity_check(ops, backend: str, launch_gpu: bool = True) -> None:
+    """A few values through the freshly loaded operators: a wrong build fails here, not later.
+
+    The CPU twin is in every build and is always checked; a ``cuda`` build also runs its CUDA
+    kernel unless ``launch_gpu`` is False (build-only mode: no GPU to launch on)."""
     x = torch.tensor([-3.0, -0.5, 0.0, 0.7, 2.7], dtype=torch.float64)
     expected = 0.5 * x * (1 + torch.tanh((2 / torch.pi) ** 0.5 * (x + 0.044715 * x**3)))
     got = ops.gelu_fwd(x, False)
     if not torch.allclose(got, expected, rtol=1e-12, atol=1e-12):
         raise KernelBuildError(f"the CPU twin returned wrong values: {got.tolist()}")
-    if backend == "cuda":
+    if backend == "cuda" and launch_gpu:
         xc = x.to(device="cuda", dtype=torch.float32)
         got_c = ops.gelu_fwd(xc, False).double().cpu()
         torch.cuda.synchronize()
@@ -366,8 +388,10 @@ def _sanity_check(ops, backend: str) -> None:
             raise KernelBuildError(f"the CUDA kernel returned wrong values: {got_c.tolist()}")
 
 
-def build_and_load(p: BuildPlan, say: Callable[[str], None] = print) -> tuple:
-    """Load ``p``'s library, building it first if needed. Returns (ops namespace, compiled_now)."""
+def build_and_load(p: BuildPlan, say: Callable[[str], None] = print, build_only: bool = False) -> tuple:
+    """Load ``p``'s library, building it first if needed. Returns (ops namespace, compiled_now).
+
+    ``build_only``: the sanity check launches nothing on a GPU (see the module doc)."""
     ops = _ops_namespace(p.name)
     if ops is not None:  # already loaded in this process (same sources, same settings)
         return ops, False
@@ -409,7 +433,7 @@ def build_and_load(p: BuildPlan, say: Callable[[str], None] = print) -> tuple:
     ops = _ops_namespace(p.name)
     if ops is None:
         raise KernelBuildError(f"{p.library_path} loaded but registered no operators")
-    _sanity_check(ops, p.backend)
+    _sanity_check(ops, p.backend, launch_gpu=not build_only)
     return ops, compiled_now
 
 
@@ -466,7 +490,8 @@ class KernelLoader:
 
     ``mode``/``variant`` default to the environment variables ``ANDREA_KERNEL`` and
     ``ANDREA_GELU_VARIANT``; ``backend`` ("cuda" or "cpu-twin") defaults to "cuda" when a GPU
-    is visible. ``out`` receives the one-line messages (stdout by default, so notebooks and
+    is visible or ``build_only`` is set. ``build_only`` (default: ``ANDREA_KERNEL_BUILD_ONLY``)
+    builds and loads without launching a kernel on a GPU (see the module doc). ``out`` receives the one-line messages (stdout by default, so notebooks and
     graded cells, which treat stderr as failure, stay clean).
     """
 
@@ -476,8 +501,10 @@ class KernelLoader:
         backend: Optional[str] = None,
         variant: str = "auto",
         out: Optional[TextIO] = None,
+        build_only: Optional[bool] = None,
     ):
         self.mode = mode if mode is not None else mode_from_env()
+        self.build_only = build_only_from_env() if build_only is None else bool(build_only)
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}; got {self.mode!r}")
         if backend not in (None, "cuda", "cpu-twin"):
@@ -521,11 +548,13 @@ class KernelLoader:
     def _load(self) -> KernelStatus:
         if self.mode == "off":
             return KernelStatus("torch", "off", self.variant, f"{ENV_MODE}=off: never built")
-        backend = self.backend or ("cuda" if torch.cuda.is_available() else "cpu-twin")
+        backend = self.backend or (
+            "cuda" if self.build_only or torch.cuda.is_available() else "cpu-twin"
+        )
         p = None
         try:
             p = plan(backend)
-            self._ops, compiled_now = build_and_load(p, self._say)
+            self._ops, compiled_now = build_and_load(p, self._say, build_only=self.build_only)
         except Exception as exc:  # noqa: BLE001 - auto mode turns any failure into a fallback
             reason = str(exc) if isinstance(exc, KernelBuildError) else f"{type(exc).__name__}: {exc}"
             if self.mode == "require":
@@ -552,6 +581,8 @@ class KernelLoader:
                 f"CUDA kernels for sm {p.arch_list} (nvcc {p.nvcc_version}, torch "
                 f"{torch.__version__}), {how}"
             )
+            if self.build_only:
+                reason += f"; {ENV_BUILD_ONLY}: loaded and CPU-checked, no kernel launched on a GPU"
         else:
             why = (
                 "no CUDA GPU is visible"

@@ -217,7 +217,8 @@ def test_build_dir_is_keyed_on_torch_sources_and_cache(cache, tmp_path, monkeypa
     p1 = kloader.plan("cpu-twin")
     assert p1.build_dir.parent == cache
     name = p1.build_dir.name
-    assert name.startswith("cpu-twin_torch-") and "cuda-none" in name and "arch-cpu" in name
+    assert name.startswith("cpu-twin_torch-") and "arch-cpu" in name
+    assert "cuda-" + kloader._slug(torch.version.cuda or "none") in name
     assert p1.name.startswith("andrea_gelu_") and p1.name.isidentifier()
     assert kloader.plan("cpu-twin") == p1  # deterministic
 
@@ -299,6 +300,18 @@ def test_a_live_builder_is_waited_for_with_a_message(tmp_path):
 
 
 @pytest.mark.slow
+def _torch_lock_is_a_baton() -> bool:
+    """True where cpp_extension guards its ``lock`` file with a FileBaton (torch up to 2.13
+    at least): the file then exists only during a build, and a leftover one hangs the next
+    load. Newer torch takes an flock on it instead (the ``filelock`` package) and leaves
+    the empty file behind after every build, which is harmless."""
+    import inspect
+
+    from torch.utils import cpp_extension
+
+    return "FileBaton" in inspect.getsource(cpp_extension._jit_compile)
+
+
 def test_stale_lock_is_removed_not_waited_on(tmp_path, monkeypatch):
     """A `lock` left by a killed build: the next load removes it, says so, and builds.
     Then: a warm load is silent; a truncated library is rebuilt."""
@@ -318,7 +331,8 @@ def test_stale_lock_is_removed_not_waited_on(tmp_path, monkeypatch):
     assert "removed a stale build lock" in out.stdout
     assert out.stdout.count("compiling the GELU CPU twin (once; cached in") == 1
     assert "STATUS cpu-twin True" in out.stdout
-    assert not (p.build_dir / "lock").exists()
+    if _torch_lock_is_a_baton():
+        assert not (p.build_dir / "lock").exists()
     assert p.library_path.exists()
 
     # warm: a new process loads the cached library without compiling or printing

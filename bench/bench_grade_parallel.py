@@ -9,7 +9,10 @@ and untouched exercises) are graded twice, in the same run:
    unless --workers is given): every kernel sandboxed, N at a time.
 
 It prints both wall-clock times and their ratio, checks that both gave the same
-grades, and exits 1 if they differ.
+grades, and exits 1 if they differ. Then it times ``classroom.grade`` on one
+learner's four notebooks alone (the assignments' template reused, as on any run
+after the first): the time an instructor waits for one late submission, sandbox,
+independent check and feedback included.
 
     .venv/bin/python bench/bench_grade_parallel.py [--learners 20] [--workers N]
 """
@@ -83,6 +86,19 @@ def main() -> int:
         parallel = {k: {c.split("/")[-1]: s for c, s in v.items()}
                     for k, v in merge.scores(f"sqlite:///{db}").items()}
 
+        one = tmp / "one" / "learner00"
+        shutil.copytree(subs / "learner00", one)
+        out1 = tmp / "out1"
+        shutil.copytree(out / "template", out1 / "template")
+        cmd1 = [sys.executable, "-m", "classroom.grade", str(one.parent), "--workers", str(args.workers),
+                "--out", str(out1), "--db", f"sqlite:///{tmp / 'one.db'}", "--no-progress"]
+        t0 = time.perf_counter()
+        proc1 = subprocess.run(cmd1, cwd=ROOT, capture_output=True, text=True)
+        t_one = time.perf_counter() - t0
+        if proc1.returncode != 0:
+            print(proc1.stdout + proc1.stderr)
+            return 1
+
     same = parallel == reference
     print(f"grading {args.learners} learners x {len(ASSIGNMENTS)} notebooks ({n_nb} notebooks) "
           f"on {os.cpu_count()} cores")
@@ -90,6 +106,7 @@ def main() -> int:
     print(f"  classroom.grade, {args.workers} workers, sandboxed: {t_par:7.1f} s  ({t_par / n_nb:.2f} s per notebook,"
           f" including the template and sandbox check)")
     print(f"  speed-up: {t_seq / t_par:.2f}x (target 1.7x)")
+    print(f"  one learner's {len(ASSIGNMENTS)} notebooks alone, classroom.grade: {t_one:.1f} s (target 15 s)")
     print(f"  same grades: {'yes' if same else 'NO'}")
     return 0 if same else 1
 

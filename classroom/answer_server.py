@@ -25,11 +25,19 @@ the grader starts one sandbox per notebook instead (``python answer_server.py jo
 Usage (by :mod:`classroom.independent`, inside bubblewrap)::
 
     python -I answer_server.py zygote CONTROL_FD [NEST_FILTER_FD]
+    python -I answer_server.py kernel-zygote LISTENING_FD [NEST_FILTER_FD]
     python -I answer_server.py job SOCKET_FD
+
+The same zygote, started as ``kernel-zygote`` under the kernels' uid, also forks the
+kernels nbgrader runs the notebooks in: each gets the isolation
+above plus its private working folder mounted at the notebook's own path, and no view
+of any other job's scratch space (:func:`kernel_mounts`). The kernel launcher (``classroom.sandbox``) falls
+back to one bubblewrap sandbox per kernel wherever that is not available.
 """
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -85,9 +93,11 @@ def _drop_capabilities() -> None:
     _check(_libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()), "capset")
 
 
-def isolate_child(nest_filter: bytes | None) -> None:
+def isolate_child(nest_filter: bytes | None, prepare=None) -> None:
     """In a fork of the zygote: fresh namespaces and scratch space, then no way back.
-    Forks once more; the caller continues as PID 1 of the new PID namespace."""
+    Forks once more; the caller continues as PID 1 of the new PID namespace.
+    ``prepare()`` runs there while the process may still mount (for a kernel's
+    working folder)."""
     uid, gid = os.getuid(), os.getgid()
     # the zygote is not dumpable, which makes /proc/self root's: this process must write
     # its own uid map there (no other process of this uid is alive to take advantage)
@@ -98,6 +108,8 @@ def isolate_child(nest_filter: bytes | None) -> None:
         with open(f"/proc/self/{name}", "w") as f:
             f.write(text)
     _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
+    if prepare is not None:
+        prepare = prepare()  # before the scratch mounts, which may hide what it needs
     for target, size in SCRATCH_SIZES.items():
         if os.path.isdir(target):
             _mount_tmpfs(target, size)
@@ -111,11 +123,68 @@ def isolate_child(nest_filter: bytes | None) -> None:
             code = 1
         os._exit(code if 0 <= code < 256 else 1)
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    os.chdir("/tmp")
+    if prepare is not None:
+        prepare()
     _drop_capabilities()
     if nest_filter:
         from classroom.seccomp import install
         install(nest_filter)
-    os.chdir("/tmp")
+
+
+def _bind(source: str, target: str) -> None:
+    _check(_libc.mount(source.encode(), target.encode(), None, 4096 | MS_REC, None), f"bind {target}")  # MS_BIND
+
+
+def _under_scratch(path: str) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in SCRATCH_SIZES)
+
+
+def kernel_mounts(request: dict):
+    """Mount plan for a kernel: its private copy ``work`` (in the scratch space) seen
+    at the notebook's own path ``workdir`` below ``anchor``, every other job's scratch
+    space hidden. Opens ``work`` before the fresh ``/tmp`` may hide it; the returned
+    step does the mounts in the new PID namespace."""
+    anchor, workdir, work = request["anchor"], request["workdir"], request["work"]
+    scratch = request["scratch_root"]
+    if os.path.commonpath([anchor, workdir]) != anchor or os.path.commonpath([scratch, work]) != scratch:
+        raise OSError(22, "the kernel's folders are not where the zygote expects them")
+
+    runtime = request["runtime_dir"]
+
+    def before():
+        fd = os.open(work, os.O_PATH | os.O_DIRECTORY)
+        rt = os.open(runtime, os.O_PATH | os.O_DIRECTORY)
+
+        def after():
+            if not _under_scratch(anchor):
+                _mount_tmpfs(anchor, "16m")
+            os.makedirs(workdir, exist_ok=True)
+            _bind(f"/proc/self/fd/{fd}", workdir)
+            os.close(fd)
+            if _under_scratch(runtime):  # the fresh /tmp hid the kernel's sockets folder
+                os.makedirs(runtime, exist_ok=True)
+                _bind(f"/proc/self/fd/{rt}", runtime)
+            os.close(rt)
+            if not _under_scratch(scratch):
+                _mount_tmpfs(scratch, "1m")  # no other job's copy is visible
+        return after
+
+    return before
+
+
+def _become_kernel(request: dict, out_fd: int) -> None:
+    os.dup2(out_fd, 1)
+    os.dup2(out_fd, 2)
+    os.close(out_fd)
+    for key, value in (request.get("env") or {}).items():
+        if isinstance(key, str) and isinstance(value, str) and key.startswith("NBGRADER_"):
+            os.environ[key] = value
+    os.chdir(request["workdir"])
+    sys.argv = ["ipykernel_launcher", "-f", request["connection_file"], "--IPKernelApp.ignore_cwd=True",
+                *[str(a) for a in request.get("args", [])]]
+    from ipykernel.kernelapp import IPKernelApp
+    IPKernelApp.launch_instance()
 
 
 # --------------------------------------------------------------------------- serving
@@ -271,61 +340,121 @@ def _devnull_stdio() -> None:
     os.close(null)
 
 
-def zygote(control_fd: int, nest_filter: bytes | None) -> None:
-    """Wait for ``spawn`` requests (a socket passed with SCM_RIGHTS) and fork one
-    isolated server per request; ``reset`` kills every process but the zygote."""
+def zygote(control_fd: int, nest_filter: bytes | None, listening: bool = False) -> None:
+    """Wait for requests and fork one isolated child per request:
+
+    - ``spawn`` with a socket (SCM_RIGHTS): an answer server on that socket;
+    - a JSON ``{"op": "kernel", ...}`` with a pipe for its output: an IPython kernel
+      for nbgrader (every earlier child is killed first: one kernel at a time);
+    - ``reset``: kill every process but the zygote.
+
+    With ``listening``, ``control_fd`` is a listening socket and each connection
+    carries one request (the grading worker and nbgrader's kernel launcher both
+    connect); otherwise it is one connected socket that carries them all."""
     _libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     from IPython.core import interactiveshell  # noqa: F401  (preloaded for the servers)
+    if listening:
+        from ipykernel import kernelapp  # noqa: F401  (preloaded for the kernels)
     if nest_filter:
         from classroom import seccomp  # noqa: F401
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
-    ctl = socket.socket(fileno=control_fd)
-    ctl.sendall(b"ready")
+    listener = socket.socket(fileno=control_fd)
+    if not listening:
+        listener.sendall(b"ready")
     while True:
+        if listening:
+            try:
+                ctl, _ = listener.accept()
+            except OSError:
+                return
+        else:
+            ctl = listener
         try:
-            msg, fds, _, _ = socket.recv_fds(ctl, 64, 4)
+            msg, fds, _, _ = socket.recv_fds(ctl, 1 << 16, 4)
         except OSError:
             return
         if not msg:
-            return
-        if msg == b"spawn" and len(fds) == 1:
-            pid = os.fork()
-            if pid == 0:
+            if listening:
                 ctl.close()
-                job = socket.socket(fileno=fds[0])
+                continue
+            return
+        _handle(ctl, listener, msg, fds, nest_filter)
+        if listening:
+            ctl.close()
+
+
+def _kill_children() -> None:
+    """SIGKILL every process this uid may signal in the zygote's PID namespace, except
+    the zygote itself (and the namespace's init): all of them are children's."""
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # none left
+
+
+def _handle(ctl, listener, msg: bytes, fds: list[int], nest_filter) -> None:
+    if msg == b"ping":
+        for fd in fds:
+            os.close(fd)
+        ctl.sendall(b"ready")
+    elif msg.startswith(b"{") and len(fds) == 1:
+        request = json.loads(msg)
+        _kill_children()  # one kernel at a time: the last one is over
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            ctl.close()
+            try:
+                isolate_child(nest_filter, prepare=kernel_mounts(request))
+                _become_kernel(request, fds[0])
+            except BaseException as exc:  # noqa: BLE001 - told through the output pipe
                 try:
-                    isolate_child(nest_filter)
-                except OSError as exc:
-                    try:
-                        wire.send(job, {"op": "error", "message": f"cannot isolate the answer: {exc}"})
-                    finally:
-                        os._exit(3)
-                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-                try:
-                    Server(job).serve()
+                    os.write(fds[0], f"kernel zygote: {exc}\n".encode()[:2000])
                 finally:
-                    os._exit(0)
-            os.close(fds[0])
-            ctl.sendall(b"ok")
-        elif msg == b"reset":
-            for fd in fds:
-                os.close(fd)
-            os.kill(-1, signal.SIGKILL)  # every process this uid may signal here, not us
-            ctl.sendall(b"ok")
-        else:
-            for fd in fds:
-                os.close(fd)
-            ctl.sendall(b"?")
+                    os._exit(3)
+            os._exit(0)
+        os.close(fds[0])
+        ctl.sendall(b"ok")
+    elif msg == b"spawn" and len(fds) == 1:
+        pid = os.fork()
+        if pid == 0:
+            ctl.close()
+            if listener is not ctl:
+                listener.close()
+            job = socket.socket(fileno=fds[0])
+            try:
+                isolate_child(nest_filter)
+            except OSError as exc:
+                try:
+                    wire.send(job, {"op": "error", "message": f"cannot isolate the answer: {exc}"})
+                finally:
+                    os._exit(3)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            try:
+                Server(job).serve()
+            finally:
+                os._exit(0)
+        os.close(fds[0])
+        ctl.sendall(b"ok")
+    elif msg == b"reset":
+        for fd in fds:
+            os.close(fd)
+        _kill_children()
+        ctl.sendall(b"ok")
+    else:
+        for fd in fds:
+            os.close(fd)
+        ctl.sendall(b"?")
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) >= 2 and argv[0] == "zygote":
+    if len(argv) >= 2 and argv[0] in ("zygote", "kernel-zygote"):
         nest = None
         if len(argv) >= 3:
             with os.fdopen(int(argv[2]), "rb") as f:
                 nest = f.read() or None
         _devnull_stdio()
-        zygote(int(argv[1]), nest)
+        zygote(int(argv[1]), nest, listening=argv[0] == "kernel-zygote")
     elif len(argv) == 2 and argv[0] == "job":
         _devnull_stdio()
         Server(socket.socket(fileno=int(argv[1]))).serve()

@@ -297,10 +297,18 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
     execute.LIMIT_HITS.clear()
 
     fired = threading.Event()
+    kz = worker.get("kernel_zygote")
+
+    zygote_lost = threading.Event()
+
+    def kill_kernel():
+        sandbox.kill_sandbox(spec.pidfile)
+        if kz is not None and not kz.reset():
+            zygote_lost.set()
 
     def on_deadline():
         fired.set()
-        sandbox.kill_sandbox(spec.pidfile)
+        kill_kernel()
 
     timer = threading.Timer(deadline, on_deadline)
     t0 = time.monotonic()
@@ -312,9 +320,14 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
             result["success"] = False
     finally:
         timer.cancel()
-        sandbox.kill_sandbox(spec.pidfile)
-    if groups.get("kernel") is not None:
-        groups["kernel"].kill_all()  # whatever the kernel left running
+        kill_kernel()
+    if groups.get("kernel") is not None and (kz is None or zygote_lost.is_set()):
+        groups["kernel"].kill_all()  # whatever the kernel left running (with a zygote: reset did)
+    if zygote_lost.is_set():
+        try:  # a zygote that stopped answering is replaced; until then kernels get bwrap each
+            kz.start()
+        except (sandbox.SandboxUnavailable, OSError):
+            pass
 
     record = {"student": student, "assignment": assignment, "digest": job["digest"],
               "template": job["template"], "worker": wdir.name, "errors": [], "notebooks": {},
@@ -369,6 +382,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
         cells = sorted({e["cell"] for e in record["errors"] if e["ename"] in interrupted})
         record["reason"] = f"{', '.join(cells)} ran past the per-cell time limit and were interrupted"
 
+    timing = {"autograde": round(time.monotonic() - t0, 2)}
     # ---- the independent check: the points
     host = worker.get("host")
     plans = (worker.get("plans") or {}).get(assignment, {})
@@ -400,6 +414,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
             record["limits"].append({"kernel": "memory (the notebook's kernel was killed at its cap)",
                                      "answer": "memory (the answer server was killed at its cap)"}.get(key, f"memory ({key})"))
 
+    timing["independent"] = round(time.monotonic() - t0 - sum(timing.values()), 2)
     url = f"sqlite:///{wdir / 'gradebook.db'}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SAWarning)
@@ -436,6 +451,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
             else:
                 record.update(score=0.0, max_score=None, needs_manual_grade=False)
 
+    timing["gradebook"] = round(time.monotonic() - t0 - sum(timing.values()), 2)
     # ---- feedback: the independent verdicts, no hidden text, sanitised
     for name, nb in graded_nbs.items():
         v = verdicts.get(name)
@@ -452,7 +468,9 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
                 shutil.copy(html, fb_out / html.name)
     if not any(fb_out.glob("*.html")):
         (fb_out / "not_graded.html").write_text(_not_graded_page(student, assignment, record))
+    timing["feedback"] = round(time.monotonic() - t0 - sum(timing.values()), 2)
     record["seconds"] = round(time.monotonic() - t0, 2)
+    record["timing"] = timing
     return record
 
 
@@ -489,6 +507,8 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
     from nbgrader.coursedir import CourseDirectory
 
     from . import cgroups, execute, independent
+    import torch
+    torch.set_num_threads(1)  # workers run side by side; the checks' tensors are small
 
     cfg = load_course_config()
     cfg.CourseDirectory.root = str(wdir)
@@ -514,6 +534,15 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
 
     groups = {k: cgroups.Group(ctx["cgroup_version"], [Path(d) for d in dirs], k)
               for k, dirs in (ctx.get("groups") or {}).items()}
+    kz = None
+    if ctx.get("zygote", True):
+        kz = sandbox.KernelZygote(spec, wdir / "kz", wdir / "autograded", ctx.get("nest_filter"),
+                                  ctx.get("zygote_filter"))
+        try:
+            spec = kz.start()
+            spec.save(wdir / "sandbox.json")  # the launcher asks the zygote from now on
+        except (sandbox.SandboxUnavailable, OSError):
+            kz = None  # one bubblewrap sandbox per kernel, as the launcher does by itself
     aspec = sandbox.SandboxSpec.load(wdir / "answer.json")
     host = independent.AnswerHost(aspec, wdir / "answer" / "work", nest_filter=ctx.get("nest_filter"),
                                   zygote=ctx.get("zygote", True))
@@ -524,7 +553,8 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
         results.put({"event": "ready", "worker": idx, "answer_mode": None, "why": f"{exc}"[:300]})
     else:
         results.put({"event": "ready", "worker": idx, "answer_mode": host.mode, "why": host.why_not_zygote})
-    worker = {"host": host, "plans": independent.load_plans(Path(ctx["template_dir"])), "groups": groups,
+    worker = {"host": host, "kernel_zygote": kz, "plans": independent.load_plans(Path(ctx["template_dir"])),
+              "groups": groups,
               "cell_timeout": float(ctx.get("timeout") or cfg.Execute.timeout or 60),
               "max_output": ctx["max_output"]}
     while True:
@@ -548,6 +578,8 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
         results.put(record)
     if host is not None:
         host.close()
+    if kz is not None:
+        kz.close()
 
 
 # ----------------------------------------------------------------------------- state
@@ -742,11 +774,15 @@ def _grade_all(out, todo, n_workers, tree, programs, template_db, tdigest, limit
         stamp.write_text(tdigest)
         contexts.append({"wdir": str(wdir), "out": str(out), "timeout": timeout, "deadline": deadline,
                          "template_dir": str(template_db.parent), "nest_filter": programs["nest"],
+                         "zygote_filter": programs["answer"],
                          "max_output": max_output, "zygote": zygote, "answer_uid": auid,
                          "grader_procs": groups["grader"].procs_files() if groups else [],
                          "cgroup_version": tree.version if tree is not None else None,
                          "groups": {k: [str(d) for d in g.dirs] for k, g in groups.items() if k != "grader"}})
-    ctx_mp = mp.get_context("fork")
+    # Workers start from a fresh interpreter: a forked copy of a process that has
+    # already run PyTorch inherits its OpenMP thread pool without the threads,
+    # and the first parallel operation in the child hangs or crashes.
+    ctx_mp = mp.get_context("spawn")
     jobs, results = ctx_mp.Queue(), ctx_mp.Queue()
     for s in todo:
         jobs.put({"student": s.student, "assignment": s.assignment, "digest": s.digest(), "template": tdigest,
@@ -757,11 +793,20 @@ def _grade_all(out, todo, n_workers, tree, programs, template_db, tdigest, limit
     def start(i):
         p = ctx_mp.Process(target=worker_main, args=(i, contexts[i], jobs, results), daemon=True)
         p.start()
+        try:  # capped from its first instruction on, not only once it has started up
+            sandbox.join_cgroup(contexts[i].get("grader_procs") or [], p.pid)
+        except OSError:
+            pass  # the worker joins by itself (and says so if it cannot)
         return p
 
     procs = [start(i) for i in range(n_workers)]
     idle_deaths = {i: 0 for i in range(n_workers)}  # deaths with no job in hand: a broken worker
     current: dict[int, tuple[str, str] | None] = {i: None for i in range(n_workers)}
+    since: dict[int, float] = {}  # when each worker took its current submission
+    # a worker still on one submission this long after its deadline is stuck in the
+    # grader's own code (the sandbox is killed at the deadline): it is replaced
+    stuck_after = deadline + 120.0
+    stuck: set[int] = set()
     finished = set()
     graded: list[dict] = []
     interrupted = False
@@ -772,6 +817,7 @@ def _grade_all(out, todo, n_workers, tree, programs, template_db, tdigest, limit
         nonlocal noted_mode
         if item.get("event") == "start":
             current[item["worker"]] = (item["student"], item["assignment"])
+            since[item["worker"]] = time.monotonic()
         elif item.get("event") == "ready":
             if item.get("answer_mode") != "zygote" and not noted_mode:
                 noted_mode = True
@@ -792,8 +838,17 @@ def _grade_all(out, todo, n_workers, tree, programs, template_db, tdigest, limit
             except queue.Empty:
                 pass
             for i, p in enumerate(procs):
-                if p.is_alive() or i in finished:
+                if i in finished:
                     continue
+                if p.is_alive():
+                    if current.get(i) is not None and time.monotonic() - since.get(i, time.monotonic()) > stuck_after:
+                        log(f"error: grading worker w{i} made no progress on {current[i][0]}/{current[i][1]} "
+                            f"for {stuck_after:.0f} s; it is replaced")
+                        p.kill()
+                        p.join(timeout=10)
+                        stuck.add(i)
+                    else:
+                        continue
                 key = current.get(i)
                 if key is None and p.exitcode == 0:
                     finished.add(i)  # this worker ran out of jobs
@@ -809,10 +864,14 @@ def _grade_all(out, todo, n_workers, tree, programs, template_db, tdigest, limit
                     s = by_key[key]
                     rec = {"student": s.student, "assignment": s.assignment, "digest": s.digest(),
                            "template": tdigest, "worker": f"w{i}", "status": STATUS_FAILED,
-                           "reason": "the grading worker was killed while grading this submission",
+                           "reason": (f"the grader made no progress on this submission for {stuck_after:.0f} s"
+                                      if i in stuck else
+                                      "the grading worker was killed while grading this submission"),
                            "errors": [], "notebooks": {}, "score": 0.0, "max_score": None,
                            "needs_manual_grade": False, "seconds": 0, "refused": s.refused, "notes": s.notes,
-                           "limits": ["memory (the grading worker hit its own cap)"] if p.exitcode == -9 else []}
+                           "limits": ["memory (the grading worker hit its own cap)"]
+                           if p.exitcode == -9 and i not in stuck else []}
+                    stuck.discard(i)
                     write_state(out, rec)
                     take(rec)
                     current[i] = None

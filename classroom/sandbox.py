@@ -85,6 +85,11 @@ class SandboxSpec:
     env: dict[str, str] = field(default_factory=dict)
     seccomp_file: str | None = None  # a BPF program (classroom.seccomp) given to bwrap --seccomp
     cgroup_procs: list[str] = field(default_factory=list)  # files the launcher writes its pid into
+    # a kernel zygote's listening socket (classroom.answer_server): when set, the launcher
+    # asks it for a kernel forked from a process that has PyTorch imported already, for
+    # working folders below ``work_anchor``; otherwise (or if it fails) bubblewrap per kernel
+    zygote_socket: str | None = None
+    work_anchor: str | None = None
     output_cap: int = 64 << 10  # bytes of the kernel's own stdout/stderr kept (crash messages)
 
     def save(self, path: Path) -> None:
@@ -214,7 +219,7 @@ def _ancestors(paths) -> list[str]:
 
 def bwrap_argv(spec: SandboxSpec, workdir_in_sandbox: Path, scratch_work: Path, command: list[str],
                scratch_home: Path | None = None, scratch_tmp: Path | None = None,
-               seccomp_fd: int | None = None) -> list[str]:
+               seccomp_fd: int | None = None, extra: list[str] = ()) -> list[str]:
     """The full command line: bwrap, then prlimit, then (as root) setpriv, then ``command``.
     ``seccomp_fd``: an open file descriptor of a BPF program that bwrap installs."""
     lim = spec.limits
@@ -250,6 +255,7 @@ def bwrap_argv(spec: SandboxSpec, workdir_in_sandbox: Path, scratch_work: Path, 
         argv += ["--bind", str(scratch_home), HOME_IN_SANDBOX]
     else:
         argv += ["--perms", "0700", "--tmpfs", HOME_IN_SANDBOX]
+    argv += list(extra)
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     argv += ["--chdir", workdir, "--clearenv"]
@@ -323,21 +329,68 @@ def launch(spec_path: str, connection_file: str, kernel_args: list[str]) -> None
         os.chown(conn, spec.uid, spec.uid)
     os.chmod(conn, 0o600)
 
-    command = [spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", str(conn),
-               "--IPKernelApp.ignore_cwd=True", *kernel_args]
     join_cgroup(spec.cgroup_procs)
     _die_with_parent()
+    if spec.zygote_socket and spec.work_anchor and workdir.is_relative_to(spec.work_anchor):
+        _launch_in_zygote(spec, workdir, parts["work"], conn, kernel_args, scratch / "kernel.log")
+    command = [spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", str(conn),
+               "--IPKernelApp.ignore_cwd=True", *kernel_args]
     run_sandboxed(spec, argv_for=lambda sfd: bwrap_argv(spec, workdir, parts["work"], command, parts["home"],
                                                          parts["tmp"], seccomp_fd=sfd),
                   log_path=scratch / "kernel.log")
 
 
-def join_cgroup(procs_files: list[str]) -> None:
-    """Move this process (and so everything it starts) into the cgroup(s) whose
-    ``cgroup.procs`` files are given."""
+def join_cgroup(procs_files: list[str], pid: int | None = None) -> None:
+    """Move this process, or ``pid`` (and so everything it starts), into the cgroup(s)
+    whose ``cgroup.procs`` files are given."""
     for f in procs_files:
         with open(f, "w") as fh:
-            fh.write(str(os.getpid()))
+            fh.write(str(os.getpid() if pid is None else pid))
+
+
+def _launch_in_zygote(spec: SandboxSpec, workdir: Path, work: Path, conn: Path, kernel_args: list[str],
+                      log_path: Path) -> None:
+    """Ask the worker's kernel zygote for the kernel; on success stay until it ends
+    (draining its output) and exit. Returns only if the zygote could not do it."""
+    import socket
+    r, w = os.pipe()
+    request = {"op": "kernel", "anchor": spec.work_anchor, "workdir": str(workdir), "work": str(work),
+               "scratch_root": spec.scratch_root, "runtime_dir": spec.runtime_dir,
+               "connection_file": str(conn), "args": kernel_args,
+               "env": {"NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "")}}
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+            s.settimeout(30)
+            s.connect(spec.zygote_socket)
+            socket.send_fds(s, [json.dumps(request).encode()], [w])
+            reply = s.recv(16)
+    except OSError:
+        reply = b""
+    os.close(w)
+    if reply != b"ok":
+        os.close(r)
+        return
+    Path(spec.pidfile).write_text("zygote")
+    _drain(r, spec.output_cap, log_path)  # ends when the kernel and all it started are gone
+    os._exit(0)
+
+
+def _drain(fd: int, cap: int, log_path: Path) -> None:
+    """Read ``fd`` to its end, keeping the first ``cap`` bytes in ``log_path``."""
+    kept = 0
+    with open(log_path, "wb") as log:
+        while True:
+            try:
+                chunk = os.read(fd, 1 << 16)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            if kept < cap:
+                part = chunk[: cap - kept]
+                log.write(part)
+                kept += len(part)
+    os.close(fd)
 
 
 def run_sandboxed(spec: SandboxSpec, argv_for, log_path: Path) -> None:
@@ -376,20 +429,7 @@ def run_sandboxed(spec: SandboxSpec, argv_for, log_path: Path) -> None:
     Path(spec.pidfile).write_text(str(pid))
     # a polite stop of the launcher stops the sandbox too
     signal.signal(signal.SIGTERM, lambda *a: (os.kill(pid, signal.SIGKILL), os._exit(143)))
-    kept = 0
-    with open(log_path, "wb") as log:
-        while True:
-            try:
-                chunk = os.read(r, 1 << 16)
-            except InterruptedError:
-                continue
-            if not chunk:
-                break
-            if kept < spec.output_cap:
-                part = chunk[: spec.output_cap - kept]
-                log.write(part)
-                kept += len(part)
-    os.close(r)
+    _drain(r, spec.output_cap, log_path)
     while True:
         try:
             _, status = os.waitpid(pid, 0)
@@ -470,3 +510,86 @@ if __name__ == "__main__":
         launch(sys.argv[2], sys.argv[3], sys.argv[4:])
     else:
         sys.exit(__doc__)
+
+
+class KernelZygote:
+    """A worker's kernel zygote: one sandbox, started once, under the kernels' uid and
+    in their cgroup, that has imported PyTorch, IPython and ``andrea_ref`` and forks a
+    fresh, isolated kernel for every notebook (see ``classroom.answer_server``).
+    :meth:`start` returns the spec the launcher should use from then on."""
+
+    def __init__(self, spec: SandboxSpec, home: Path, anchor: Path, nest_filter: str | None,
+                 zygote_filter: str | None):
+        """``zygote_filter``: the filter of the zygote itself, which must still make
+        namespaces; every kernel adds ``nest_filter`` on top before it starts."""
+        self.spec, self.home, self.anchor, self.nest_filter = spec, Path(home), Path(anchor), nest_filter
+        self.zygote_filter = zygote_filter
+        self.socket_path = self.home / "ctl.sock"
+        self.proc = None
+
+    def start(self) -> SandboxSpec:
+        import socket
+        server = Path(__file__).resolve().with_name("answer_server.py")
+        empty = self.home / "work"
+        empty.mkdir(parents=True, exist_ok=True)
+        _prepare_dir(empty, self.spec.uid, 0o755)
+        os.chmod(self.home, 0o700)
+        self.socket_path.unlink(missing_ok=True)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind(str(self.socket_path))
+        os.chmod(self.socket_path, 0o600)
+        listener.listen(8)
+        fds = [listener.fileno()]
+        if self.nest_filter:
+            fds.append(os.open(self.nest_filter, os.O_RDONLY))
+        sfd = os.open(self.zygote_filter, os.O_RDONLY) if self.zygote_filter else None
+        extra = ["--dir", str(self.anchor), "--bind", self.spec.scratch_root, self.spec.scratch_root]
+        argv = bwrap_argv(self.spec, empty, empty,
+                          [self.spec.python, "-I", "-Xfrozen_modules=off", str(server), "kernel-zygote",
+                           *map(str, fds)], seccomp_fd=sfd, extra=extra)
+        procs = list(self.spec.cgroup_procs)
+
+        def enter():
+            join_cgroup(procs)
+            _die_with_parent()
+
+        try:
+            self.proc = subprocess.Popen(argv, pass_fds=tuple(fds) + (() if sfd is None else (sfd,)),
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL, preexec_fn=enter)
+        finally:
+            listener.close()
+            for fd in fds[1:] + ([sfd] if sfd is not None else []):
+                os.close(fd)
+        if self._ask(b"ping", timeout=180) != b"ready":
+            self.close()
+            raise SandboxUnavailable("the kernel zygote did not start")
+        from dataclasses import replace
+        return replace(self.spec, zygote_socket=str(self.socket_path), work_anchor=str(self.anchor))
+
+    def _ask(self, msg: bytes, timeout: float) -> bytes:
+        import socket
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
+                s.settimeout(timeout)
+                s.connect(str(self.socket_path))
+                s.send(msg)
+                return s.recv(16)
+        except OSError:
+            return b""
+
+    def reset(self) -> bool:
+        """Kill the kernel (and all it started); the zygote stays. False if it is gone."""
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        if self._ask(b"reset", timeout=10) == b"ok":
+            return True
+        self.close()
+        return False
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+        self.socket_path.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 #   make book   build the course book into _build/html (warnings are errors)
 #   make test   everything above, then the whole test suite
 #   make bench  print the benchmark figures (loader, book build, autograding)
+#   make test-cuda-build   build and link the CUDA kernel without a GPU (needs nvcc; CI runs it)
 #   make lab    open the graded notebooks in JupyterLab
 #   make release / make instructor / make grade SUBMISSIONS=...   for instructors
 SHELL := /bin/bash
@@ -10,7 +11,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps book test bench lab selfcheck clean release instructor grade
+.PHONY: all venv sysdeps book test test-cuda-build bench lab selfcheck clean release instructor grade
 
 all: book
 
@@ -61,6 +62,51 @@ bench: $(STAMP)
 lab: $(STAMP)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
 	  --LabApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
+
+# The CUDA kernel built, linked and loaded against a CUDA build of torch, without a GPU, and
+# the loader proven on the oldest torch it supports (cuda/README.md). Two environments of
+# their own, each rebuilt when its requirements change: .venv-cuda (a CUDA torch whose CUDA
+# major is nvcc's: cuda/requirements-cudaNN.txt) and .venv-torch-oldest. `make test` never
+# downloads a CUDA torch; this target does (several GB the first time), and only with nvcc.
+NVCC := $(or $(shell command -v nvcc 2>/dev/null),$(wildcard /usr/local/cuda/bin/nvcc))
+NVCC_MAJOR := $(if $(NVCC),$(shell "$(NVCC)" --version | sed -n 's/.*release \([0-9]*\)\..*/\1/p'))
+# The toolkit's folder as nvcc itself reports it (an nvcc on PATH may be a wrapper script)
+NVCC_HOME = $(if $(NVCC),$(abspath $(shell "$(NVCC)" --dryrun -E -x cu /dev/null 2>&1 | sed -n 's/^\#\$$ TOP=//p')))
+CUDA_VENV := .venv-cuda
+CUDA_REQ := cuda/requirements-cuda$(NVCC_MAJOR).txt
+OLD_VENV := .venv-torch-oldest
+OLD_REQ := cuda/requirements-torch-oldest.txt
+
+CUDA_STAMP := $(CUDA_VENV)/.installed-cuda$(NVCC_MAJOR)
+OLD_STAMP := $(OLD_VENV)/.installed
+# pip's notes about local indexes without the package are noise here
+PIP_QUIET := 2>&1 | { grep -v "^WARNING: Location" || true; }
+
+$(CUDA_STAMP): $(CUDA_REQ)
+	rm -f $(CUDA_VENV)/.installed-cuda*
+	$(PYTHON) -m venv $(CUDA_VENV)
+	set -o pipefail; $(CUDA_VENV)/bin/python -m pip install --quiet -r $< $(PIP_QUIET)
+	touch $@
+
+$(OLD_STAMP): $(OLD_REQ)
+	$(PYTHON) -m venv $(OLD_VENV)
+	set -o pipefail; $(OLD_VENV)/bin/python -m pip install --quiet -r $< $(PIP_QUIET)
+	touch $@
+
+test-cuda-build:
+ifeq ($(NVCC),)
+	@echo "make test-cuda-build: skipped: no nvcc (neither on PATH nor /usr/local/cuda/bin/nvcc)"
+else ifeq ($(wildcard $(CUDA_REQ)),)
+	@echo "make test-cuda-build: skipped: $(NVCC) is CUDA $(NVCC_MAJOR) and no CUDA $(NVCC_MAJOR) build of torch is known (add $(CUDA_REQ))"
+else
+	@$(MAKE) --no-print-directory $(CUDA_STAMP) $(OLD_STAMP)
+	CUDA_HOME="$(NVCC_HOME)" $(CUDA_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_cuda_build.py
+	@# The oldest supported torch: the loader, the CPU twin, the autograd functions, the
+	@# self-check, and the CUDA binding's syntax against that torch's headers.
+	$(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_kernel_loader.py tests/test_kernel_cpu_twin.py \
+	  tests/test_kernel_nvcc.py::test_cuda_binding_compiles_against_torch_headers
+	set -o pipefail; $(OLD_VENV)/bin/python -m andrea_ref.kernels.selfcheck --quick --no-bench | grep -v "  ok$$"
+endif
 
 # On a CUDA machine: build the kernel, check it against torch and benchmark it. The
 # figures are recorded in cuda/results/ (commit them; the book's kernel chapter shows them).

@@ -101,11 +101,11 @@ else ifeq ($(wildcard $(CUDA_REQ)),)
 else
 	@$(MAKE) --no-print-directory $(CUDA_STAMP) $(OLD_STAMP)
 	CUDA_HOME="$(NVCC_HOME)" $(CUDA_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_cuda_build.py
-	@# The oldest supported torch: the loader, the CPU twin, the autograd functions, the
-	@# self-check, and the CUDA binding's syntax against that torch's headers.
+	@# The oldest supported torch: the self-check (loader, CPU twin, autograd functions), the
+	@# loader and twin tests, and the CUDA binding's syntax against that torch's headers.
+	set -o pipefail; $(OLD_VENV)/bin/python -m andrea_ref.kernels.selfcheck --quick --no-bench | grep -v "  ok$$"
 	$(OLD_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_kernel_loader.py tests/test_kernel_cpu_twin.py \
 	  tests/test_kernel_nvcc.py::test_cuda_binding_compiles_against_torch_headers
-	set -o pipefail; $(OLD_VENV)/bin/python -m andrea_ref.kernels.selfcheck --quick --no-bench | grep -v "  ok$$"
 endif
 
 # On a CUDA machine: build the kernel, check it against torch and benchmark it. The

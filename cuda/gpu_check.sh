@@ -90,7 +90,14 @@ if torch.cuda.is_available():
         p = torch.cuda.get_device_properties(i)
         print(f"device {i}: {p.name}, sm_{p.major}{p.minor}, {p.total_memory / 2**30:.1f} GiB, "
               f"{p.multi_processor_count} SMs")
-    print(f"CUDA runtime (torch): {torch.version.cuda}; driver API: {torch._C._cuda_getDriverVersion()}")
+    try:
+        import ctypes
+        v = ctypes.c_int()
+        ctypes.CDLL("libcuda.so.1").cuDriverGetVersion(ctypes.byref(v))
+        driver = f"{v.value // 1000}.{v.value % 1000 // 10}"
+    except (OSError, AttributeError):
+        driver = "unknown"
+    print(f"CUDA: torch built for {torch.version.cuda}, the driver supports up to {driver}")
 else:
     print("device: no CUDA GPU visible to torch")
 EOF

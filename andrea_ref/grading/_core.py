@@ -1,5 +1,6 @@
 """The machinery every check shares: run the learner's function safely, look at what
-it returned, compare numbers, and turn a failure into one clear ``AssertionError``.
+it returned, compare numbers, and turn a failure into one clear ``GradingError`` (an
+``AssertionError`` that a notebook shows as its message, without a traceback).
 
 nbgrader awards a test cell's points when the cell raises nothing and writes nothing
 to stderr. So every check here
@@ -146,7 +147,7 @@ def integrity_problem():
 def _check_integrity():
     problem = integrity_problem()
     if problem is not None:
-        raise AssertionError(problem)
+        raise GradingError(problem)
 
 
 # ---------------------------------------------------------------------------
@@ -228,12 +229,61 @@ def _time_limit(seconds):
         signal.signal(signal.SIGALRM, previous)
 
 
-class LearnerError(AssertionError):
+class GradingError(AssertionError):
+    """A checked property does not hold; the message says why, the likely mistake and
+    the fix.
+
+    An ``AssertionError``, as nbgrader and ``classroom`` expect of a failed check. In
+    IPython (a notebook, nbgrader's Validate) it renders as its message alone
+    (:meth:`_render_traceback_`): the traceback would only lead through this package,
+    where the mistake is not. Plain Python prints the usual traceback.
+    """
+
+    #: the property a graded check judges, set by :func:`graded` when the check fails
+    property = None
+
+    def _render_traceback_(self):
+        first, *rest = str(self).splitlines() or [""]
+        lines = [f"{_type(self).__name__}: {first}", *rest]
+        if self.property:
+            lines.append(f"\u2717 not met: {self.property}")
+        return lines
+
+
+class LearnerError(GradingError):
     """The learner's function raised; ``original`` is what it raised."""
 
     def __init__(self, message, original):
         super().__init__(message)
         self.original = original
+
+    def _render_traceback_(self):
+        lines = super()._render_traceback_()
+        where = _learner_lines(self.original)
+        if where:
+            lines[1:1] = ["In your code:", *where]
+        return lines
+
+
+def _learner_lines(error, limit=3):
+    """Where in the learner's own code ``error`` was raised: the last ``limit`` frames
+    of its traceback that are neither this package nor an installed library."""
+    import linecache
+    import sysconfig
+
+    skip = [_PACKAGE_DIR] + [os.path.realpath(p) for p in {
+        sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}]
+    frames = []
+    tb = getattr(error, "__traceback__", None)
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        path = os.path.realpath(code.co_filename) if os.path.isabs(code.co_filename) else code.co_filename
+        if not any(path == d or path.startswith(d + os.sep) for d in skip):
+            text = linecache.getline(code.co_filename, tb.tb_lineno).strip()
+            frames.append(f"  {code.co_name}, line {tb.tb_lineno} of its cell: {text}" if text
+                          else f"  {code.co_name}, line {tb.tb_lineno}")
+        tb = tb.tb_next
+    return frames[-limit:]
 
 
 class Outcome:
@@ -364,20 +414,20 @@ def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None):
     """What the checks make of an :class:`Outcome`: its result, or an
     ``AssertionError`` that says what went wrong."""
     if outcome.integrity is not None:
-        raise AssertionError(outcome.integrity)
+        raise GradingError(outcome.integrity)
     if outcome.ref_hits:
-        raise AssertionError(
+        raise GradingError(
             f"`{name}` calls andrea_ref's own implementation ({outcome.ref_hits[0]}); {forbidden.what}"
         )
     used = sorted(op for op in outcome.ops if any(w in op for w in forbidden.aten_words))
     if used:
-        raise AssertionError(
+        raise GradingError(
             f"`{name}` runs the library operation aten.{used[0]}; {forbidden.what}"
         )
     if outcome.timed_out:
         if key is not None:
             _TIMED_OUT.add(key)
-        raise AssertionError(f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s (an endless loop?).")
+        raise GradingError(f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s (an endless loop?).")
     error = outcome.error
     if error is not None:
         if _isinstance(error, NotImplementedError):
@@ -400,11 +450,11 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
     may be a :class:`RemoteAnswer`: the call then runs in the process that serves it.
     """
     if not _callable(fn):
-        raise AssertionError(f"`{name}` should be a function, got {_type(fn).__name__}.")
+        raise GradingError(f"`{name}` should be a function, got {_type(fn).__name__}.")
     remote = _isinstance(fn, RemoteAnswer)
     key = fn if remote else _fn_key(fn)
     if (remote and fn.timed_out) or (not remote and key in _TIMED_OUT):
-        raise AssertionError(
+        raise GradingError(
             f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s in an earlier check "
             "(an endless loop?), so it is not called again."
         )
@@ -426,13 +476,13 @@ def check_result(out, *, name, shape, dtype, device):
     """
     out = _plain_tensor(out, name=name, shape=shape)
     if out.dtype != dtype:
-        raise AssertionError(
+        raise GradingError(
             f"`{name}` returned dtype {out.dtype} for {dtype} input; the output must keep "
             "the input's dtype (a constant made with torch.tensor(...) can promote it: "
             "use plain Python numbers)."
         )
     if out.device != device:
-        raise AssertionError(f"`{name}` returned a tensor on {out.device}; the input was on {device}.")
+        raise GradingError(f"`{name}` returned a tensor on {out.device}; the input was on {device}.")
     return _clone(_detach(out))
 
 
@@ -498,7 +548,7 @@ def fail(title, detail, likely=None):
     msg = f"{title}\n{detail}"
     if likely:
         msg += f"\nLikely mistake: {likely}"
-    raise AssertionError(msg)
+    raise GradingError(msg)
 
 
 # Set while the checks judge a function served by another process, which has no GPU.
@@ -561,16 +611,16 @@ def rounding(dtype, result):
 def _plain_tensor(out, *, name, shape):
     """``out`` if it is a plain ``torch.Tensor`` of ``shape``, else ``AssertionError``."""
     if out is None:
-        raise AssertionError(f"`{name}` returned None: did you forget the `return`?")
+        raise GradingError(f"`{name}` returned None: did you forget the `return`?")
     if _type(out) is not _Tensor:
         if _isinstance(out, _Tensor):
-            raise AssertionError(
+            raise GradingError(
                 f"`{name}` must return a plain torch.Tensor, got the subclass {_type(out).__name__}."
             )
-        raise AssertionError(f"`{name}` must return a torch.Tensor, got {_type(out).__name__}.")
+        raise GradingError(f"`{name}` must return a torch.Tensor, got {_type(out).__name__}.")
     got_shape = tuple(out.shape)
     if got_shape != tuple(shape):
-        raise AssertionError(
+        raise GradingError(
             f"`{name}` returned shape {got_shape}; expected {tuple(shape)}."
         )
     return out
@@ -584,7 +634,7 @@ def values_result(out, *, name, shape):
     ``tol_for(dtype, result=...)``."""
     out = _plain_tensor(out, name=name, shape=shape)
     if not _is_floating(out):
-        raise AssertionError(
+        raise GradingError(
             f"`{name}` returned a tensor of dtype {out.dtype}; its values must be floating point."
         )
     return _clone(_detach(out))
@@ -644,12 +694,22 @@ def quiet():
 
 
 def graded(check):
-    """Decorator: run a check with the checker's own warnings silenced and return None."""
+    """Decorator: run a check with the checker's own warnings silenced; print a tick and
+    the property on success, raise :class:`GradingError` naming the property on failure."""
 
     def wrapper(fn, *args, **kwargs):
-        with quiet():
-            check(fn, *args, **kwargs)
-        print(f"\u2713 {wrapper.__doc__.strip().splitlines()[0]}")
+        prop = wrapper.__doc__.strip().splitlines()[0]
+        try:
+            with quiet():
+                check(fn, *args, **kwargs)
+        except GradingError as exc:
+            exc.property = prop
+            raise
+        except AssertionError as exc:  # an assert in a check: still shown as a failed check
+            err = GradingError(str(exc))
+            err.property = prop
+            raise err from exc
+        print(f"\u2713 {prop}")
 
     wrapper.__name__ = check.__name__
     wrapper.__qualname__ = check.__qualname__

@@ -37,9 +37,10 @@ sysdeps:
 	  $$SUDO apt-get update -qq && \
 	  $$SUDO apt-get install -y -qq chromium bubblewrap util-linux postgresql libseccomp2 >/dev/null; }
 
-# Regenerate exercises/ from solutions/ (records the assignments in gradebook.db).
+# Regenerate exercises/ from solutions/ (records the assignments in gradebook.db). Refuses
+# to overwrite notebooks edited in exercises/ since the last release; FORCE=1 overwrites them.
 release: $(STAMP)
-	$(PY) scripts/release.py
+	$(PY) scripts/release.py $(if $(filter 1 yes true,$(FORCE)),--force)
 
 # Instructor edition: the book plus every solution executed, in _build_instructor/_build/html.
 instructor: $(STAMP)

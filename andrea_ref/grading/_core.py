@@ -240,13 +240,13 @@ class GradingError(AssertionError):
     """
 
     #: the property a graded check judges, set by :func:`graded` when the check fails
-    property = None
+    checked_property = None
 
     def _render_traceback_(self):
         first, *rest = str(self).splitlines() or [""]
         lines = [f"{_type(self).__name__}: {first}", *rest]
-        if self.property:
-            lines.append(f"\u2717 not met: {self.property}")
+        if self.checked_property:
+            lines.append(f"\u2717 not met: {self.checked_property}")
         return lines
 
 
@@ -280,8 +280,10 @@ def _learner_lines(error, limit=3):
         path = os.path.realpath(code.co_filename) if os.path.isabs(code.co_filename) else code.co_filename
         if not any(path == d or path.startswith(d + os.sep) for d in skip):
             text = linecache.getline(code.co_filename, tb.tb_lineno).strip()
-            frames.append(f"  {code.co_name}, line {tb.tb_lineno} of its cell: {text}" if text
-                          else f"  {code.co_name}, line {tb.tb_lineno}")
+            # a notebook cell is compiled as a file of its own in ipykernel's folder
+            place = ("of its cell" if "ipykernel_" in code.co_filename or code.co_filename.startswith("<")
+                     else f"of {os.path.basename(code.co_filename)}")
+            frames.append(f"  {code.co_name}, line {tb.tb_lineno} {place}" + (f": {text}" if text else ""))
         tb = tb.tb_next
     return frames[-limit:]
 
@@ -703,11 +705,11 @@ def graded(check):
             with quiet():
                 check(fn, *args, **kwargs)
         except GradingError as exc:
-            exc.property = prop
+            exc.checked_property = prop
             raise
         except AssertionError as exc:  # an assert in a check: still shown as a failed check
             err = GradingError(str(exc))
-            err.property = prop
+            err.checked_property = prop
             raise err from exc
         print(f"\u2713 {prop}")
 

@@ -95,6 +95,13 @@ def main() -> int:
         t0 = time.perf_counter()
         proc1 = subprocess.run(cmd1, cwd=ROOT, capture_output=True, text=True)
         t_one = time.perf_counter() - t0
+        per_worker, phases = {}, {}
+        for f in (out1 / "state").rglob("*.json"):
+            rec = json.loads(f.read_text())
+            per_worker[rec.get("worker")] = per_worker.get(rec.get("worker"), 0.0) + rec.get("seconds", 0.0)
+            for k, v in (rec.get("timing") or {}).items():
+                phases[k] = phases.get(k, 0.0) + v
+        busiest = max(per_worker.values(), default=0.0)
         if proc1.returncode != 0:
             print(proc1.stdout + proc1.stderr)
             return 1
@@ -107,6 +114,10 @@ def main() -> int:
           f" including the template and sandbox check)")
     print(f"  speed-up: {t_seq / t_par:.2f}x (target 1.7x)")
     print(f"  one learner's {len(ASSIGNMENTS)} notebooks alone, classroom.grade: {t_one:.1f} s (target 15 s)")
+    print(f"    of which grading the notebooks (busiest worker): {busiest:.1f} s; the rest is start-up "
+          "(sandbox check, workers, zygotes)")
+    for name, secs in sorted(phases.items()):
+        print(f"    {name:>12}: {secs:5.1f} s summed over the notebooks")
     print(f"  same grades: {'yes' if same else 'NO'}")
     return 0 if same else 1
 

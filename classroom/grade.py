@@ -539,10 +539,9 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
         kz = sandbox.KernelZygote(spec, wdir / "kz", wdir / "autograded", ctx.get("nest_filter"),
                                   ctx.get("zygote_filter"))
         try:
-            spec = kz.start()
-            spec.save(wdir / "sandbox.json")  # the launcher asks the zygote from now on
+            kz.launch()  # it imports PyTorch while the answer server's zygote starts below
         except (sandbox.SandboxUnavailable, OSError):
-            kz = None  # one bubblewrap sandbox per kernel, as the launcher does by itself
+            kz = None
     aspec = sandbox.SandboxSpec.load(wdir / "answer.json")
     host = independent.AnswerHost(aspec, wdir / "answer" / "work", nest_filter=ctx.get("nest_filter"),
                                   zygote=ctx.get("zygote", True))
@@ -553,6 +552,12 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
         results.put({"event": "ready", "worker": idx, "answer_mode": None, "why": f"{exc}"[:300]})
     else:
         results.put({"event": "ready", "worker": idx, "answer_mode": host.mode, "why": host.why_not_zygote})
+    if kz is not None:
+        try:
+            spec = kz.wait_ready()
+            spec.save(wdir / "sandbox.json")  # the launcher asks the zygote from now on
+        except (sandbox.SandboxUnavailable, OSError):
+            kz = None  # one bubblewrap sandbox per kernel, as the launcher does by itself
     worker = {"host": host, "kernel_zygote": kz, "plans": independent.load_plans(Path(ctx["template_dir"])),
               "groups": groups,
               "cell_timeout": float(ctx.get("timeout") or cfg.Execute.timeout or 60),

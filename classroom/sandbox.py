@@ -528,6 +528,11 @@ class KernelZygote:
         self.proc = None
 
     def start(self) -> SandboxSpec:
+        self.launch()
+        return self.wait_ready()
+
+    def launch(self) -> None:
+        """Start the zygote and return at once (it imports PyTorch meanwhile)."""
         import socket
         server = Path(__file__).resolve().with_name("answer_server.py")
         empty = self.home / "work"
@@ -561,6 +566,9 @@ class KernelZygote:
             listener.close()
             for fd in fds[1:] + ([sfd] if sfd is not None else []):
                 os.close(fd)
+
+    def wait_ready(self) -> SandboxSpec:
+        """Wait until the zygote answers; the spec the launcher should use from then on."""
         if self._ask(b"ping", timeout=180) != b"ready":
             self.close()
             raise SandboxUnavailable("the kernel zygote did not start")

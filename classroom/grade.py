@@ -660,7 +660,11 @@ def run(submissions: Path, *, workers: int | None = None, db_url: str | None = N
         timeout: int | None = None, deadline: float = 600.0, limits: sandbox.Limits | None = None,
         uid_base: int = UID_BASE, force: bool = False, progress: bool = True, max_jobs: int | None = None,
         max_output: int = 2 << 20, grader_memory: int = 3 * GiB, zygote: bool = True, log=print) -> dict:
-    """Grade ``submissions``; returns a summary dict (also written to OUT/report.*)."""
+    """Grade ``submissions``; returns a summary dict (also written to OUT/report.*).
+
+    The workers are started with multiprocessing's *spawn* method, so a script that
+    calls this function must do so under ``if __name__ == "__main__":`` (each worker
+    imports the calling script's main module, as with any spawn-based pool)."""
     from . import cgroups
     from . import merge as merge_mod
     from . import report as report_mod

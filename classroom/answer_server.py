@@ -39,6 +39,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -110,9 +111,20 @@ def isolate_child(nest_filter: bytes | None, prepare=None) -> None:
     _check(_libc.mount(None, b"/", None, MS_REC | MS_PRIVATE, None), "make mounts private")
     if prepare is not None:
         prepare = prepare()  # before the scratch mounts, which may hide what it needs
+    # read-only mounts below a scratch folder (a course or Python environment that lives
+    # in /tmp, say) stay visible; everything writable there is hidden
+    kept = [(path, os.open(path, os.O_PATH)) for path in _readonly_mounts_below(SCRATCH_SIZES)]
     for target, size in SCRATCH_SIZES.items():
         if os.path.isdir(target):
             _mount_tmpfs(target, size)
+    for path, fd in kept:
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            os.makedirs(path, exist_ok=True)
+        else:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            open(path, "a").close()
+        _bind(f"/proc/self/fd/{fd}", path)  # a bind keeps the read-only flag of its source
+        os.close(fd)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the zygote ignores it; we wait below
     pid = os.fork()
     if pid:  # stay until the server is done, so the zygote can reap both
@@ -130,6 +142,24 @@ def isolate_child(nest_filter: bytes | None, prepare=None) -> None:
     if nest_filter:
         from classroom.seccomp import install
         install(nest_filter)
+
+
+def _readonly_mounts_below(targets) -> list[str]:
+    """Read-only mount points strictly below any of ``targets``, outermost first, none
+    inside another one listed (a recursive bind carries those)."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])  # \040: a space
+            if "ro" in fields[5].split(",") and any(point.startswith(t.rstrip("/") + "/") for t in targets):
+                found.append(point)
+    found.sort(key=lambda p: (p.count("/"), p))
+    top = []
+    for point in found:
+        if not any(point.startswith(t + "/") for t in top):
+            top.append(point)
+    return top
 
 
 def _bind(source: str, target: str) -> None:

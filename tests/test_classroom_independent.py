@@ -225,3 +225,54 @@ def test_independent_verdicts_equal_the_catalogue(plans, host, student):
     assert v.score == case.expected_score()
     if case.feedback:
         assert any(case.feedback in c.message for c in v.cells.values())
+
+
+@pytest.mark.slow
+def test_a_course_below_tmp_stays_visible_and_read_only_in_forked_servers(tmp_path, plans, monkeypatch):
+    """The fresh /tmp of each forked answer server hides what other jobs wrote there, not
+    the course: a checkout below /tmp still imports, and stays read-only."""
+    import shutil
+
+    from hostile.submissions import GELU, notebook_with
+    course = tmp_path / "course"
+    for pkg in ("andrea_ref", "classroom"):
+        shutil.copytree(ROOT / pkg, course / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    # a module no zygote has imported yet: it must be found after the fork
+    (course / "andrea_ref" / "_first_used_late.py").write_text("READY = True\n")
+    for d in [tmp_path, course, *course.rglob("*")]:
+        os.chmod(d, 0o755 if d.is_dir() else 0o644)
+    work = tmp_path / "answer"
+    work.mkdir(mode=0o755)
+    os.chmod(work, 0o755)
+    ro, pypath = sandbox.default_ro_paths(course)
+    assert any(p.startswith(str(tmp_path)) for p in ro)
+    monkeypatch.setattr(independent, "SERVER", course / "classroom" / "answer_server.py")  # the copy's own
+    uid = grade.UID_BASE + 981 if os.geteuid() == 0 else None
+    spec = sandbox.SandboxSpec(scratch_root=str(work), runtime_dir=str(work), pidfile=str(work / "pid"), uid=uid,
+                               ro_paths=ro, pythonpath=pypath,
+                               limits=sandbox.Limits(memory=3 << 30, processes=128, cpu_seconds=120))
+    h = independent.AnswerHost(spec, work / "server", zygote=True)
+    h.start()
+    try:
+        if h.mode != "zygote":
+            pytest.skip(f"no nested namespaces here: {h.why_not_zygote}")
+        target = course / "andrea_ref" / "planted.py"
+        # right only where the course cannot be written to (and really imported from below /tmp)
+        # (the cell stops at its first error, before gelu is defined)
+        answer = (
+            "import andrea_ref as _a\n"
+            "from andrea_ref._first_used_late import READY\n"
+            f"assert READY and _a.__file__.startswith({str(course)!r})\n"
+            + GELU +
+            "try:\n"
+            f"    open({str(target)!r}, 'w').write('x')\n"
+            "    gelu = lambda x: x\n"
+            "except OSError:\n"
+            "    pass\n")
+        released = _nbs("02_gelu")[1]
+        v = independent.check_notebook(plans["02_gelu"], json.loads(notebook_with(released, answer)), h,
+                                       cell_timeout=20)
+        assert all(c.passed for c in v.cells.values()), {g: c.message for g, c in v.cells.items()}
+        assert not target.exists()
+    finally:
+        h.close()

@@ -10,8 +10,8 @@ and untouched exercises) are graded twice, in the same run:
 
 It prints both wall-clock times and their ratio, checks that both gave the same
 grades, and exits 1 if they differ. Then it times ``classroom.grade`` on one
-learner's four notebooks alone (the assignments' template reused, as on any run
-after the first): the time an instructor waits for one late submission, sandbox,
+learner's four notebooks alone (the assignments' template and the course gradebook
+reused, as on any run after the first): the time an instructor waits for one late submission, sandbox,
 independent check and feedback included.
 
     .venv/bin/python bench/bench_grade_parallel.py [--learners 20] [--workers N]
@@ -90,8 +90,9 @@ def main() -> int:
         shutil.copytree(subs / "learner00", one)
         out1 = tmp / "out1"
         shutil.copytree(out / "template", out1 / "template")
+        shutil.copy(db, tmp / "one.db")  # the course gradebook exists after the first run too
         cmd1 = [sys.executable, "-m", "classroom.grade", str(one.parent), "--workers", str(args.workers),
-                "--out", str(out1), "--db", f"sqlite:///{tmp / 'one.db'}", "--no-progress"]
+                "--out", str(out1), "--db", f"sqlite:///{tmp / 'one.db'}", "--no-progress", "--force"]
         t0 = time.perf_counter()
         proc1 = subprocess.run(cmd1, cwd=ROOT, capture_output=True, text=True)
         t_one = time.perf_counter() - t0

@@ -26,6 +26,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "_build_instructor"
 HASHED = ("andrea_ref", "cuda", "exercises", "solutions", "book", "_config.yml", "_toc.yml")
 TICK_TAG = "instructor-check"
+BUILT_CHAPTER = re.compile(r"\]\(\.\./\.\./_build/html/(book/[\w.-]+)\.html")
 
 
 def log(msg: str) -> None:
@@ -76,6 +78,9 @@ def stage_solution(src: Path, dest: Path, depth_extra: int) -> list[str]:
     for cell in nb["cells"]:
         if cell.get("cell_type") == "markdown":
             text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+            # a chapter link points at the learner book's built page; in this book it is
+            # a cross-reference to the chapter itself
+            text = BUILT_CHAPTER.sub(r"](../../\1.md", text)
             cell["source"] = text.replace("](../", "](" + prefix + "../")
         cells.append(cell)
         found = _graded_points(cell)

@@ -15,11 +15,12 @@ STAMP := $(VENV)/.installed
 
 all: book
 
-# The virtual environment is rebuilt whenever requirements.txt changes.
+# The virtual environment is rebuilt whenever requirements.txt changes. PIP_INDEX_OPTS
+# (default empty) passes index options to pip, e.g. PyTorch's CPU-only wheels (README).
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet $(PIP_INDEX_OPTS) --upgrade pip
+	$(PY) -m pip install --quiet $(PIP_INDEX_OPTS) -r requirements.txt
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (ANDREA Block Lab)" >/dev/null
 	@# Kernels start in each notebook's own folder: make andrea_ref importable from anywhere.
 	$(PY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'andrea_block_lab.pth').write_text('$(CURDIR)\n')"

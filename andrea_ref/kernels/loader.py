@@ -61,8 +61,12 @@ ENV_BUILD_ONLY = "ANDREA_KERNEL_BUILD_ONLY"
 MODES = ("auto", "off", "require")
 BACKENDS = ("cuda", "cpu-twin", "torch")
 
-#: The repository's ``cuda/`` folder, next to the ``andrea_ref`` package.
-SOURCE_DIR = Path(__file__).resolve().parents[2] / "cuda"
+#: The repository's ``cuda/`` folder, next to the ``andrea_ref`` package; in an installed
+#: package (a wheel, where no checkout is around it), the copy shipped in ``kernels/csrc/``.
+_CHECKOUT_SOURCES = Path(__file__).resolve().parents[2] / "cuda"
+_PACKAGED_SOURCES = Path(__file__).resolve().parent / "csrc"
+SOURCE_DIR = (_CHECKOUT_SOURCES if (_CHECKOUT_SOURCES / "gelu_math.h").is_file()
+              else _PACKAGED_SOURCES)
 CPU_SOURCES = ("gelu_cpu.cpp",)
 CUDA_SOURCES = ("gelu_cpu.cpp", "gelu_binding.cpp", "gelu_kernels.cu")
 HEADERS = ("gelu_math.h", "gelu_ops.h", "gelu_kernels.h")

@@ -281,7 +281,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
     import nbformat
 
     from . import execute, independent
-    from .feedback import feedback_notebook
+    from .feedback import feedback_notebook, write_page
 
     worker = worker or {}
     student, assignment = job["student"], job["assignment"]
@@ -464,8 +464,8 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
             fb = api.generate_feedback(assignment, student, force=True)
         made = wdir / "feedback" / student / assignment
         if fb.get("success") and made.is_dir():
-            for html in made.glob("*.html"):
-                shutil.copy(html, fb_out / html.name)
+            for html in made.glob("*.html"):  # MathJax, links and styles for offline reading
+                write_page(html, fb_out / html.name, api.config)
     if not any(fb_out.glob("*.html")):
         (fb_out / "not_graded.html").write_text(_not_graded_page(student, assignment, record))
     timing["feedback"] = round(time.monotonic() - t0 - sum(timing.values()), 2)

@@ -1,0 +1,209 @@
+"""Feedback pages as a learner reads them: offline, in a real browser, at 1200 px.
+
+One learner hands in two notebooks (LayerNorm with the unbiased variance, which fails
+one property; GELU solved, which passes all three). The course's grading command
+grades them on a temporary folder and gradebook; its output must hold no library
+warning. Then headless Chromium (Debian's package, driven by Playwright) opens each
+feedback page from disk with every request that is not for a local file blocked and
+recorded, and checks: math typeset by the book's vendored MathJax (no raw TeX left),
+tables with borders, nothing wider than the window (the "Likely mistake" line wraps),
+the chapter link opening the built book's page, and every verdict shown once. A
+screenshot is saved to _build/screenshots/ for review.
+
+Needs the built book (make book), as tests/test_book_browser.py does.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
+
+from classroom import feedback  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+HTML = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+WIDTH = 1200
+STUDENT = "learner1"
+HANDED_IN = {"01_layernorm": "ln_unbiased", "02_gelu": "gelu_solution"}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    """The grading command run once over one learner's folder: its output and pages."""
+    if not (HTML / feedback.MATHJAX).is_file():
+        pytest.fail("_build/html is missing or has no MathJax: build the book first (make book)")
+    tmp = tmp_path_factory.mktemp("feedback")
+    by_name = {c.student: c for c in CASES}
+    for assignment, name in HANDED_IN.items():
+        nb_file = ASSIGNMENTS[assignment][0]
+        released = json.loads((ROOT / "exercises" / assignment / nb_file).read_text())
+        solution = json.loads((ROOT / "solutions" / assignment / nb_file).read_text())
+        path = tmp / "subs" / STUDENT / assignment / nb_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(make_submission(by_name[name], released, solution))
+    out = tmp / "out"
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "classroom.grade", str(tmp / "subs"), "--workers", "1",
+                           "--out", str(out), "--db", f"sqlite:///{tmp / 'gradebook.db'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    return {"proc": proc, "out": out, "seconds": time.monotonic() - t0}
+
+
+def _page(graded, assignment: str) -> Path:
+    nb = Path(ASSIGNMENTS[assignment][0]).stem
+    page = graded["out"] / "feedback" / STUDENT / assignment / f"{nb}.html"
+    assert page.is_file(), (page, graded["proc"].stdout[-3000:], graded["proc"].stderr[-3000:])
+    return page
+
+
+def test_grading_prints_no_library_warning(graded):
+    proc = graded["proc"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "2 of 2 submissions graded" in proc.stdout
+    noisy = [ln for ln in (proc.stdout + proc.stderr).splitlines() if re.search(r"warning", ln, re.I)]
+    assert not noisy, noisy
+
+
+@pytest.fixture(scope="module")
+def browser(graded):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium package (make sysdeps)")
+    from playwright.sync_api import sync_playwright
+
+    left: list[str] = []
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        context = b.new_context(viewport={"width": WIDTH, "height": 900})
+
+        def route(r):
+            if urllib.parse.urlsplit(r.request.url).scheme in ("file", "data", "blob", "about"):
+                r.continue_()
+            else:
+                left.append(r.request.url)
+                r.abort()
+
+        context.route("**/*", route)
+        context.on("request", lambda req: None if urllib.parse.urlsplit(req.url).scheme
+                   in ("file", "data", "blob", "about") else left.append(req.url))
+        yield context, left
+        context.close()
+        b.close()
+
+
+def _open(browser, page_path: Path):
+    context, left = browser
+    page = context.new_page()
+    requests: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda req: requests.append(req.url))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.goto(page_path.as_uri(), wait_until="load")
+    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
+    page.evaluate("() => MathJax.startup.promise")
+    return page, requests, errors
+
+
+def _verdict_lines(page) -> list[str]:
+    text = page.evaluate("() => document.body.innerText")
+    return [ln.strip() for ln in text.splitlines() if ln.strip().startswith(("\u2713", "\u2717"))]
+
+
+@pytest.mark.parametrize("assignment", sorted(HANDED_IN))
+def test_feedback_page_reads_well_offline(graded, browser, assignment):
+    page, requests, errors = _open(browser, _page(graded, assignment))
+    _, left = browser
+    try:
+        # math: typeset by the book's MathJax, no TeX left in the prose
+        assert page.locator("mjx-container").count() > 0
+        prose = page.evaluate("""() => Array.from(document.querySelectorAll('div.text_cell_render'))
+            .map(e => { const c = e.cloneNode(true); c.querySelectorAll('mjx-container').forEach(m => m.remove());
+                        return c.innerText; }).join('\\n')""")
+        assert "$" not in prose and "\\frac" not in prose and "\\varepsilon" not in prose, prose[:2000]
+        mathjax = [u for u in requests if u.endswith(feedback.MATHJAX)]
+        assert mathjax and all(u.startswith(HTML.as_uri()) for u in mathjax), requests
+        assert not [e for e in errors if "mathjax" in e.lower()], errors
+
+        # tables: the rules table has borders and a shaded header
+        style = page.evaluate("""() => { const t = document.querySelector('div.text_cell_render table');
+            const td = t.querySelector('td'), th = t.querySelector('th');
+            return {collapse: getComputedStyle(t).borderCollapse, border: getComputedStyle(td).borderTopWidth,
+                    style: getComputedStyle(td).borderTopStyle, head: getComputedStyle(th).backgroundColor}; }""")
+        assert style["collapse"] == "collapse" and style["border"] != "0px" and style["style"] == "solid", style
+        assert style["head"] not in ("rgba(0, 0, 0, 0)", "transparent"), style
+
+        # width: nothing reaches past the window; long lines wrap
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= WIDTH
+        too_wide = page.evaluate("""(w) => Array.from(document.body.querySelectorAll('*'))
+            .filter(e => { const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 1 && r.right > w + 1; })
+            .filter(e => !e.closest('mjx-assistive-mml'))
+            .map(e => e.tagName + '.' + e.className + ': ' + (e.innerText || '').slice(0, 80))""", WIDTH)
+        assert not too_wide, too_wide[:10]
+        pres = page.evaluate("""() => Array.from(document.querySelectorAll('pre'))
+            .filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.innerText.slice(0, 120))""")
+        assert not pres, pres
+
+        # the chapter link opens the built book's page
+        links = page.evaluate("""() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)
+            .filter(h => h.includes('/book/'))""")
+        assert links, "no link to the book"
+        for href in links:
+            assert href.startswith(HTML.as_uri() + "/book/") and ".html" in href, href
+            target = Path(urllib.request.url2pathname(urllib.parse.urlsplit(href).path))
+            assert target.is_file(), href
+
+        # each verdict once: the grader's, one line per graded cell that passed, one failure per cell failed
+        lines = _verdict_lines(page)
+        assert len(lines) == len(set(lines)), lines
+        ticks = [ln for ln in lines if ln.startswith("\u2713")]
+        cells = ASSIGNMENTS[assignment][3]
+        lost = {"01_layernorm": {"ln_normalise"}, "02_gelu": set()}[assignment]
+        assert len(ticks) == len(cells) - len(lost), lines
+        text = page.evaluate("() => document.body.innerText")
+        assert text.count("Likely mistake") == len(lost), text.count("Likely mistake")
+        if lost:
+            mistake = page.locator("pre", has_text="Likely mistake")
+            box = mistake.bounding_box()
+            assert box and box["x"] + box["width"] <= WIDTH
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            mistake.scroll_into_view_if_needed()
+            page.screenshot(path=str(SCREENSHOTS / f"feedback-{assignment}.png"))
+
+        # nothing left the machine
+        assert not left, left
+        assert all(urllib.parse.urlsplit(u).scheme in ("file", "data", "blob") for u in requests), requests
+    finally:
+        page.close()
+
+
+def test_a_published_book_address_is_used_for_math_and_links():
+    """c.CourseBook.url in nbgrader_config.py: one setting moves both to the published book."""
+    from traitlets.config import Config
+
+    cfg = Config()
+    cfg.CourseBook.url = "https://courses.example.org/andrea-block-lab"
+    html = ('<html><head><!-- Load mathjax --><script src="https://cdn.example/mathjax.js"></script>'
+            '<!-- End of mathjax configuration --></head><body>'
+            '<a href="../../_build/html/book/04_mlp_and_gelu.html#gelu">x</a>'
+            '<a href="../../book/03_skip_connections.md">y</a><a href="other.html">z</a></body></html>')
+    page = feedback.finish_page(html, cfg)
+    assert "cdn.example" not in page
+    assert 'src="https://courses.example.org/andrea-block-lab/_static/mathjax/tex-chtml.js"' in page
+    assert 'href="https://courses.example.org/andrea-block-lab/book/04_mlp_and_gelu.html#gelu"' in page
+    assert 'href="https://courses.example.org/andrea-block-lab/book/03_skip_connections.html"' in page
+    assert 'href="other.html"' in page
+    assert feedback.book_url() == HTML.as_uri() + "/"

@@ -502,7 +502,8 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
     })
     os.environ.pop("NBGRADER_DB_URL", None)
-    warnings.simplefilter("ignore", SAWarning)  # nbgrader's harmless autoflush warnings
+    from .sawarnings import ignore_add_submission_autoflush
+    ignore_add_submission_autoflush()  # autograde's harmless add_submission warning, only that one
     from nbgrader.apps.api import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
 

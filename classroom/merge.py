@@ -23,9 +23,9 @@ import warnings
 from collections import defaultdict
 from typing import Iterable
 
-from sqlalchemy.exc import SAWarning
-
 from nbgrader.api import Gradebook, MissingEntry
+
+from .sawarnings import ignore_add_submission_autoflush
 
 
 # The kinds of cell nbgrader records per notebook, and the fields each is created with.
@@ -96,8 +96,8 @@ def merge(target_url: str, sources: dict[str, Iterable[tuple[str, str]]], course
             seen[pair] = url
     n = 0
     with warnings.catch_warnings(), Gradebook(target_url, course_id) as dst:
-        # nbgrader's update_or_create_submission trips a harmless SQLAlchemy 2 autoflush warning
-        warnings.simplefilter("ignore", SAWarning)
+        # nbgrader's update_or_create_submission trips a harmless autoflush warning (see sawarnings)
+        ignore_add_submission_autoflush()
         for url, pairs in wanted.items():
             if not pairs:
                 continue

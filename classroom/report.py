@@ -123,12 +123,12 @@ def _export_csv(db_url: str, path: Path) -> None:
 
     from nbgrader.api import Gradebook
     from nbgrader.plugins import CsvExportPlugin
-    from sqlalchemy.exc import SAWarning
+    from .sawarnings import ignore_add_submission_autoflush
 
     plugin = CsvExportPlugin()
     plugin.to = str(path)
     with warnings.catch_warnings(), Gradebook(db_url) as gb:
-        warnings.simplefilter("ignore", SAWarning)
+        ignore_add_submission_autoflush()  # only nbgrader's harmless one (see sawarnings)
         plugin.export(gb)
 
 

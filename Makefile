@@ -3,7 +3,8 @@
 #   make test   everything above, then the whole test suite
 #   make bench  print the benchmark figures (loader, book build, autograding)
 #   make test-cuda-build   build and link the CUDA kernel without a GPU (needs nvcc; CI runs it)
-#   make lab    open the graded notebooks in JupyterLab
+#   make lab    open the graded notebooks in JupyterLab, as a learner sees them
+#   make learner-kit   the learner's kit: notebooks, course package (wheel), book
 #   make release / make instructor / make grade SUBMISSIONS=...   for instructors
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -11,7 +12,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps book test test-cuda-build bench lab selfcheck clean release instructor grade
+.PHONY: all venv sysdeps book test test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade
 
 all: book
 
@@ -61,9 +62,20 @@ test: $(STAMP) sysdeps book
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
+# The learner's JupyterLab: a workspace of the released notebooks only (_build/lab-workspace,
+# refreshed from exercises/ without overwriting a learner's edits), nbgrader's instructor
+# tools off, the Assignment List on the exchange _build/exchange (lab/learner/).
 lab: $(STAMP)
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir=. \
-	  --LabApp.default_url=/lab/tree/exercises $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(PY) scripts/lab.py
+
+# The instructor's JupyterLab: the repository root, every nbgrader tool (lab/instructor/).
+lab-instructor: $(STAMP)
+	$(PY) scripts/lab.py --instructor
+
+# The learner's kit in _build/learner-kit/ and _build/andrea-block-lab-learner-kit.zip:
+# released notebooks, the course package (wheel and sdist), the built book, a README.
+learner-kit: $(STAMP) book
+	$(PY) scripts/learner_kit.py
 
 # The CUDA kernel built, linked and loaded against a CUDA build of torch, without a GPU, and
 # the loader proven on the oldest torch it supports (cuda/README.md). Two environments of

@@ -1,0 +1,142 @@
+"""Start JupyterLab for a learner (``make lab``) or for the instructor (``make lab-instructor``).
+
+    .venv/bin/python scripts/lab.py                 # learner: _build/lab-workspace/, released notebooks only
+    .venv/bin/python scripts/lab.py --instructor    # instructor: the repository root, every nbgrader tool
+    ... [-- extra jupyter lab options, e.g. --no-browser --port 8890]
+
+**Learner.** The server's root is a workspace, ``_build/lab-workspace/``, holding copies of
+the released notebooks (``exercises/``) and nothing else, so ``solutions/`` is neither in
+the file browser nor reachable by URL. Each start brings the workspace up to date with the
+release without losing work: a notebook is copied when it is missing, and replaced by a
+newer release only if it is still exactly what the previous copy wrote (recorded in the
+hidden ``.released.json``); an edited notebook is kept, and the new release is put beside
+it as ``<name>.new-release.ipynb``. The Jupyter configuration is ``lab/learner/``
+(``JUPYTER_CONFIG_DIR``): nbgrader's Formgrader, Course List and Create Assignment are off;
+the Assignment List and Validate work, with the course id and the exchange
+``_build/exchange`` (``ANDREA_EXCHANGE``), where the released notebooks are published
+so that the Assignment List lists them and **Submit** hands one in. JupyterLab's settings
+and workspaces are kept in ``_build/lab-state/``.
+
+**Instructor.** The repository root with every nbgrader tool (``lab/instructor/``: the
+same exchange, so an assignment released from the Formgrader reaches the learner's lab).
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = ".released.json"
+COURSE_ID = "andrea-block-lab"  # as in nbgrader_config.py and lab/*/nbgrader_config.py
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def released_notebooks(exercises: Path) -> dict[str, Path]:
+    """{relative path: file} of every released notebook (``NN_topic/name.ipynb``)."""
+    return {p.relative_to(exercises).as_posix(): p for p in sorted(exercises.glob("*/*.ipynb"))}
+
+
+def refresh_workspace(workspace: Path, exercises: Path = ROOT / "exercises") -> list[str]:
+    """Bring ``workspace`` up to date with ``exercises``; return one line per notebook
+    that was kept because the learner edited it."""
+    workspace.mkdir(parents=True, exist_ok=True)
+    record_path = workspace / RECORD
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    kept = []
+    for rel, src in released_notebooks(exercises).items():
+        dest = workspace / rel
+        new = _digest(src)
+        if dest.is_file():
+            now = _digest(dest)
+            if now == new:
+                record[rel] = new
+                continue
+            if record.get(rel) != now:  # edited by the learner (or not written by us)
+                side = dest.with_name(dest.stem + ".new-release.ipynb")
+                if not side.is_file() or _digest(side) != new:
+                    shutil.copyfile(src, side)
+                kept.append(f"{rel}: kept your edited copy; the new release is beside it as {side.name}")
+                continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        record[rel] = new
+    record_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return kept
+
+
+def publish_release(exchange: Path, exercises: Path = ROOT / "exercises", course_id: str = COURSE_ID) -> None:
+    """Put the released notebooks into the exchange's outbound folder, as ``nbgrader
+    release_assignment`` does, so the Assignment List lists the course's assignments (as
+    downloaded: the workspace holds them) and **Submit** hands a notebook in to
+    ``<exchange>/<course>/inbound``, where ``nbgrader collect`` finds it."""
+    course = exchange / course_id
+    for rel, src in released_notebooks(exercises).items():
+        dest = course / "outbound" / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not dest.is_file() or dest.read_bytes() != src.read_bytes():
+            shutil.copyfile(src, dest)
+    for name in ("inbound", "feedback"):
+        (course / name).mkdir(parents=True, exist_ok=True)
+
+
+def lab_command(instructor: bool, workspace: Path, extra: list[str]) -> list[str]:
+    jupyter = str(Path(sys.executable).parent / "jupyter")
+    cmd = [jupyter, "lab"]
+    if instructor:
+        cmd += [f"--ServerApp.root_dir={ROOT}", "--LabApp.default_url=/lab/tree/exercises"]
+    else:
+        cmd += [f"--ServerApp.root_dir={workspace}", "--LabApp.default_url=/lab/tree/01_layernorm/layernorm.ipynb"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    return cmd + extra
+
+
+def lab_env(instructor: bool, state: Path, exchange: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["JUPYTER_CONFIG_DIR"] = str(ROOT / "lab" / ("instructor" if instructor else "learner"))
+    env["JUPYTERLAB_SETTINGS_DIR"] = str(state / "settings")
+    env["JUPYTERLAB_WORKSPACES_DIR"] = str(state / "workspaces")
+    env["ANDREA_EXCHANGE"] = str(exchange)
+    return env
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--instructor", action="store_true", help="the repository root, every nbgrader tool")
+    ap.add_argument("--workspace", type=Path, default=ROOT / "_build" / "lab-workspace")
+    ap.add_argument("--exchange", type=Path, default=ROOT / "_build" / "exchange")
+    ap.add_argument("--state", type=Path, default=ROOT / "_build" / "lab-state",
+                    help="JupyterLab's settings and workspaces")
+    ap.add_argument("--prepare-only", action="store_true", help="refresh the workspace, start nothing")
+    a, extra = ap.parse_known_args(argv)
+    extra = [x for x in extra if x != "--"]
+    workspace = a.workspace.resolve()
+    if not a.instructor:
+        for line in refresh_workspace(workspace):
+            print(line, file=sys.stderr)
+        publish_release(a.exchange.resolve())
+        if a.prepare_only:
+            return 0
+    a.exchange.mkdir(parents=True, exist_ok=True)
+    cmd = lab_command(a.instructor, workspace, extra)
+    env = lab_env(a.instructor, a.state.resolve(), a.exchange.resolve())
+    # nbgrader's Assignment List resolves its assignment folder (".") against the server's
+    # working directory, not its root: start the server in the folder it serves.
+    os.chdir(ROOT if a.instructor else workspace)
+    os.execve(cmd[0], cmd, env)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

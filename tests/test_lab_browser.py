@@ -281,3 +281,28 @@ def test_instructor_lab_offers_the_tools(tmp_path, browser):
         assert not blocked, blocked
     finally:
         _stop(proc, log)
+
+
+def test_workspace_refresh_keeps_learner_edits(tmp_path):
+    """A new release replaces an untouched copy, never an edited one (put beside it)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import lab
+
+    exercises = tmp_path / "exercises"
+    shutil.copytree(ROOT / "exercises", exercises, ignore=shutil.ignore_patterns(".*"))
+    ws = tmp_path / "ws"
+    assert lab.refresh_workspace(ws, exercises) == []
+    assert sorted(p.relative_to(ws).as_posix() for p in ws.glob("*/*.ipynb")) == \
+        sorted(p.relative_to(exercises).as_posix() for p in exercises.glob("*/*.ipynb"))
+    edited, untouched = ws / "02_gelu" / "gelu.ipynb", ws / "03_mlp" / "mlp.ipynb"
+    edited.write_text(edited.read_text().replace("raise NotImplementedError()", "return x"))
+    mine = edited.read_bytes()
+    for name in ("02_gelu/gelu.ipynb", "03_mlp/mlp.ipynb"):  # a new release of both
+        src = exercises / name
+        src.write_text(src.read_text().replace("# YOUR CODE HERE", "# YOUR CODE HERE (v2)"))
+    kept = lab.refresh_workspace(ws, exercises)
+    assert len(kept) == 1 and kept[0].startswith("02_gelu/gelu.ipynb"), kept
+    assert edited.read_bytes() == mine
+    assert (ws / "02_gelu" / "gelu.new-release.ipynb").read_bytes() == (exercises / "02_gelu/gelu.ipynb").read_bytes()
+    assert untouched.read_bytes() == (exercises / "03_mlp/mlp.ipynb").read_bytes()
+    assert lab.refresh_workspace(ws, exercises) == kept  # stable on the next start

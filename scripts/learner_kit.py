@@ -9,7 +9,8 @@ The kit (``_build/learner-kit/``, and ``_build/andrea-block-lab-learner-kit.zip`
     dist/              the course package: a wheel and an sdist of andrea_ref
                        (the GELU kernel's sources inside, as andrea_ref/kernels/csrc/)
     notebooks/         the released notebooks (exercises/), NN_topic/name.ipynb
-    book/              the built course book (_build/html; open book/index.html)
+    _build/html/       the built course book (open _build/html/index.html); at the
+                       place the notebooks' chapter links expect it
     jupyter-config/    JupyterLab for a learner: nbgrader's instructor tools off (lab/learner/)
 
 Taken from the repository: ``exercises/*/*.ipynb`` (not its release manifest), the
@@ -52,7 +53,7 @@ course package `andrea_ref` they are checked against.
 | folder | what it holds |
 |---|---|
 | `notebooks/` | the notebooks, to do in order: `01_layernorm`, `02_gelu`, `03_mlp`, `04_block` |
-| `book/` | the course book: open `book/index.html` in a browser (works offline) |
+| `_build/html/` | the course book: open `_build/html/index.html` in a browser (works offline); the notebooks' chapter links open its pages |
 | `dist/` | the course package, `{wheel}` (and its source, `{sdist}`) |
 | `jupyter-config/` | JupyterLab's settings for learners (nbgrader's instructor tools turned off) |
 
@@ -148,7 +149,7 @@ def build(out: Path = DEFAULT_OUT, html: Path = ROOT / "_build" / "html") -> Pat
         dest = out / "notebooks" / nb.relative_to(ROOT / "exercises")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(nb, dest)
-    shutil.copytree(html, out / "book", ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))
+    shutil.copytree(html, out / "_build" / "html", ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))
     shutil.copytree(ROOT / "lab" / "learner", out / "jupyter-config",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (out / "requirements.txt").write_text(LEARNER_REQUIREMENTS, encoding="utf-8")

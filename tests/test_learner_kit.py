@@ -21,6 +21,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -111,7 +112,15 @@ def test_kit_holds_what_a_learner_needs(kit):
     assert notebooks == sorted(f"notebooks/{p.relative_to(ROOT / 'exercises').as_posix()}"
                                for p in (ROOT / "exercises").glob("*/*.ipynb"))
     assert len(notebooks) == 4
-    assert "book/index.html" in names and any(n.startswith("book/book/") for n in names)
+    assert "_build/html/index.html" in names and any(n.startswith("_build/html/book/") for n in names)
+    # every relative link of a notebook (chapter links) lands on a file of the kit
+    for nb in notebooks:
+        for cell in json.loads((out / nb).read_text())["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            for target in re.findall(r"\]\(([^)#\s]+)", "".join(cell["source"])):
+                if "://" not in target:
+                    assert (out / nb).parent.joinpath(target).resolve().is_file(), (nb, target)
     wheels = [n for n in names if n.endswith(".whl")]
     assert len(wheels) == 1 and any(n.endswith(".tar.gz") for n in names)
     assert {"README.md", "requirements.txt", "jupyter-config/nbgrader_config.py",

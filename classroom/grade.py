@@ -1,6 +1,6 @@
 """Grade a whole class: sandboxed, in parallel, resumable.
 
-    python -m classroom.grade SUBMISSIONS [--workers N] [--db URL] [--out DIR]
+    python -m classroom.grade SUBMISSIONS [--workers N] [--db URL] [--out DIR] [--shard K/N]
 
 SUBMISSIONS is a folder or a zip in one of the layouts of :mod:`classroom.collect`
 (nbgrader's ``submitted/<student>/<assignment>/``, ``<student>/<notebook>.ipynb`` or
@@ -657,15 +657,75 @@ def _options_digest(limits: sandbox.Limits, timeout, deadline, max_output, grade
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+# ----------------------------------------------------------------------------- shards
+def parse_shard(text: str) -> tuple[int, int]:
+    """(K, N) from ``K/N`` with 1 <= K <= N; argparse turns the ValueError into a
+    message naming ``--shard``."""
+    parts = str(text).strip().split("/")
+    try:
+        k, n = (int(x) for x in parts)
+    except ValueError:
+        raise ValueError(f"expected K/N such as 1/4 (shard K of N), got {text!r}") from None
+    if n < 1 or not 1 <= k <= n:
+        raise ValueError(f"expected K/N with 1 <= K <= N, got {text!r}")
+    return k, n
+
+
+def shard_of(student: str, n: int) -> int:
+    """The shard (1..n) of a learner: from the SHA-256 of the cleaned student id, so
+    every machine given the same submissions puts every learner in the same shard."""
+    digest = hashlib.sha256(student.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % n + 1
+
+
+def in_shard(student: str, shard: tuple[int, int] | None) -> bool:
+    return shard is None or shard_of(student, shard[1]) == shard[0]
+
+
+class _GradebookLock:
+    """Shards merging into one PostgreSQL gradebook at the same time take turns: nbgrader
+    creates tables, the course and the assignments where they are missing, and two
+    processes doing so at once would collide. A session-level advisory lock, held
+    around the merge and the reports; nothing for other databases."""
+
+    KEY = 0x616E64726561  # any fixed number, the same for every shard
+
+    def __init__(self, db_url: str):
+        self.db_url, self.engine, self.con = db_url, None, None
+
+    def __enter__(self):
+        if self.db_url.startswith("postgresql"):
+            import sqlalchemy
+            self.engine = sqlalchemy.create_engine(self.db_url)
+            self.con = self.engine.connect()
+            self.con.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": self.KEY})
+        return self
+
+    def __exit__(self, *exc):
+        if self.con is not None:
+            import sqlalchemy
+            try:
+                self.con.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": self.KEY})
+            finally:
+                self.con.close()
+                self.engine.dispose()
+        return False
+
+
 def run(submissions: Path, *, workers: int | None = None, db_url: str | None = None, out: Path = DEFAULT_OUT,
         timeout: int | None = None, deadline: float = 600.0, limits: sandbox.Limits | None = None,
         uid_base: int = UID_BASE, force: bool = False, progress: bool = True, max_jobs: int | None = None,
-        max_output: int = 2 << 20, grader_memory: int = 3 * GiB, zygote: bool = True, log=print) -> dict:
+        max_output: int = 2 << 20, grader_memory: int = 3 * GiB, zygote: bool = True, log=print,
+        shard: tuple[int, int] | None = None) -> dict:
     """Grade ``submissions``; returns a summary dict (also written to OUT/report.*).
 
     The workers are started with multiprocessing's *spawn* method, so a script that
     calls this function must do so under ``if __name__ == "__main__":`` (each worker
-    imports the calling script's main module, as with any spawn-based pool)."""
+    imports the calling script's main module, as with any spawn-based pool).
+
+    ``shard=(K, N)`` grades and reports only the learners of shard K of N
+    (:func:`shard_of`): N machines given the same submissions and gradebook grade
+    disjoint sets that together cover the class."""
     from . import cgroups
     from . import merge as merge_mod
     from . import report as report_mod
@@ -682,6 +742,9 @@ def run(submissions: Path, *, workers: int | None = None, db_url: str | None = N
     subs, skipped = collect(Path(submissions), assignments)
     for s in skipped:
         log(f"note: {textsafe.line(s, 400)}")
+    class_size = len({s.student for s in subs})
+    if shard is not None:
+        subs = [s for s in subs if in_shard(s.student, shard)]
     programs = _seccomp_programs(out)
 
     # the sandbox, tried once with exactly the settings the kernels get
@@ -734,16 +797,24 @@ def run(submissions: Path, *, workers: int | None = None, db_url: str | None = N
         wdb = out / "workers" / st["worker"] / "gradebook.db"
         if wdb.is_file() and st.get("notebooks"):
             sources.setdefault(f"sqlite:///{wdb}", []).append((s.student, s.assignment))
-    merged = merge_mod.merge(db_url, sources) if sources else 0
-    roster = {s.student for s in subs}
-    try:
-        from nbgrader.api import Gradebook
-        with Gradebook(db_url) as gb:
-            roster |= {st.id for st in gb.students}
-    except Exception:  # noqa: BLE001 - a roster is a convenience
-        pass
-    summary = report_mod.write_reports(out, db_url, records, skipped, graded_now=len(graded),
-                                       expected=len(subs), assignments=dict(assignments), roster=roster)
+    with _GradebookLock(db_url):
+        merged = merge_mod.merge(db_url, sources) if sources else 0
+        roster = {s.student for s in subs}
+        try:
+            from nbgrader.api import Gradebook
+            with Gradebook(db_url) as gb:
+                roster |= {st.id for st in gb.students if in_shard(st.id, shard)}
+        except Exception:  # noqa: BLE001 - a roster is a convenience
+            pass
+        summary = report_mod.write_reports(out, db_url, records, skipped, graded_now=len(graded),
+                                           expected=len(subs), assignments=dict(assignments), roster=roster)
+    if shard is not None:
+        line = (f"Shard {shard[0]}/{shard[1]}: {len(roster)} learner(s) of this shard are reported here "
+                f"({len({s.student for s in subs})} of the {class_size} who handed something in); "
+                "the other shards report the rest.")
+        summary["text"] = f"{line}\n{summary['text']}"
+        (out / "report.txt").write_text(summary["text"] + "\n", encoding="utf-8")
+    summary["shard"] = shard
     summary["merged"] = merged
     summary["interrupted"] = interrupted
     summary["graded_now"] = len(graded)
@@ -951,6 +1022,9 @@ def main(argv=None) -> int:
     p.add_argument("--no-zygote", action="store_true",
                    help="start one sandbox per notebook for the independent check (slower; for machines "
                         "without nested user namespaces this happens by itself)")
+    p.add_argument("--shard", default=None, metavar="K/N",
+                   help="grade only shard K of N of the learners (by a hash of the student id), so that N "
+                        "machines with the same submissions and --db grade the class between them")
     p.add_argument("--force", action="store_true", help="regrade everything")
     p.add_argument("--no-progress", action="store_true")
     a = p.parse_args(argv)
@@ -964,6 +1038,12 @@ def main(argv=None) -> int:
         value = getattr(a, opt)
         if value is not None and value <= 0:
             p.error(f"--{opt}: expected a positive number, got {value}")
+    shard = None
+    if a.shard is not None:
+        try:
+            shard = parse_shard(a.shard)
+        except ValueError as exc:
+            p.error(f"--shard: {exc}")
     if a.deadline <= 0:
         p.error(f"--deadline: expected a positive number of seconds, got {a.deadline}")
     limits = sandbox.Limits(memory=sizes["memory"], processes=a.processes, cpu_seconds=a.cpu)
@@ -971,7 +1051,7 @@ def main(argv=None) -> int:
         summary = run(a.submissions, workers=a.workers, db_url=a.db, out=a.out, timeout=a.timeout,
                       deadline=a.deadline, limits=limits, uid_base=a.uid_base, force=a.force,
                       progress=not a.no_progress, max_output=sizes["max_output"],
-                      grader_memory=sizes["grader_memory"], zygote=not a.no_zygote)
+                      grader_memory=sizes["grader_memory"], zygote=not a.no_zygote, shard=shard)
     except sandbox.SandboxUnavailable as exc:
         print(f"error: cannot isolate the learners' code on this machine: {exc}", file=sys.stderr)
         return 2

@@ -382,7 +382,12 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
         cells = sorted({e["cell"] for e in record["errors"] if e["ename"] in interrupted})
         record["reason"] = f"{', '.join(cells)} ran past the per-cell time limit and were interrupted"
 
-    timing = {"autograde": round(time.monotonic() - t0, 2)}
+    timing: dict[str, float] = {}
+
+    def lap(phase: str) -> None:  # seconds since the previous phase ended
+        timing[phase] = round(time.monotonic() - t0 - sum(timing.values()), 2)
+
+    lap("autograde")
     # ---- the independent check: the points
     host = worker.get("host")
     plans = (worker.get("plans") or {}).get(assignment, {})
@@ -414,7 +419,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
             record["limits"].append({"kernel": "memory (the notebook's kernel was killed at its cap)",
                                      "answer": "memory (the answer server was killed at its cap)"}.get(key, f"memory ({key})"))
 
-    timing["independent"] = round(time.monotonic() - t0 - sum(timing.values()), 2)
+    lap("independent")
     url = f"sqlite:///{wdir / 'gradebook.db'}"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SAWarning)
@@ -451,7 +456,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
             else:
                 record.update(score=0.0, max_score=None, needs_manual_grade=False)
 
-    timing["gradebook"] = round(time.monotonic() - t0 - sum(timing.values()), 2)
+    lap("gradebook")
     # ---- feedback: the independent verdicts, no hidden text, sanitised
     for name, nb in graded_nbs.items():
         v = verdicts.get(name)
@@ -468,7 +473,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
                 write_page(html, fb_out / html.name, api.config)
     if not any(fb_out.glob("*.html")):
         (fb_out / "not_graded.html").write_text(_not_graded_page(student, assignment, record))
-    timing["feedback"] = round(time.monotonic() - t0 - sum(timing.values()), 2)
+    lap("feedback")
     record["seconds"] = round(time.monotonic() - t0, 2)
     record["timing"] = timing
     return record
@@ -806,14 +811,13 @@ def run(submissions: Path, *, workers: int | None = None, db_url: str | None = N
                 roster |= {st.id for st in gb.students if in_shard(st.id, shard)}
         except Exception:  # noqa: BLE001 - a roster is a convenience
             pass
+        header = None if shard is None else (
+            f"Shard {shard[0]}/{shard[1]}: {len(roster)} learner(s) of this shard are reported here "
+            f"({len({s.student for s in subs})} of the {class_size} who handed something in); "
+            "the other shards report the rest.")
         summary = report_mod.write_reports(out, db_url, records, skipped, graded_now=len(graded),
-                                           expected=len(subs), assignments=dict(assignments), roster=roster)
-    if shard is not None:
-        line = (f"Shard {shard[0]}/{shard[1]}: {len(roster)} learner(s) of this shard are reported here "
-                f"({len({s.student for s in subs})} of the {class_size} who handed something in); "
-                "the other shards report the rest.")
-        summary["text"] = f"{line}\n{summary['text']}"
-        (out / "report.txt").write_text(summary["text"] + "\n", encoding="utf-8")
+                                           expected=len(subs), assignments=dict(assignments), roster=roster,
+                                           header=header)
     summary["shard"] = shard
     summary["merged"] = merged
     summary["interrupted"] = interrupted

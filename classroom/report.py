@@ -143,8 +143,9 @@ def _roster(db_url: str) -> set[str]:
 
 def write_reports(out: Path, db_url: str, records: list[dict], skipped: list[str], *, graded_now: int,
                   expected: int, assignments: dict[str, list[str]] | None = None,
-                  roster: set[str] | None = None) -> dict:
-    """Write grades.csv, report.csv and report.txt; return the summary the caller prints."""
+                  roster: set[str] | None = None, header: str | None = None) -> dict:
+    """Write grades.csv, report.csv and report.txt; return the summary the caller prints.
+    ``header``: a first line for the text (e.g. which shard of the class this is)."""
     out = Path(out)
     _export_csv(db_url, out / "grades.csv")
     assignments = assignments or {}
@@ -208,7 +209,7 @@ def write_reports(out: Path, db_url: str, records: list[dict], skipped: list[str
         text_lines += ["", f"{len(skipped)} file(s) or problem(s) in the submissions:"]
         text_lines += [f"  - {textsafe.line(s, 400)}" for s in skipped]
     text_lines += ["", f"Files: {out / 'grades.csv'}, {out / 'report.csv'}, feedback in {out / 'feedback'}"]
-    text = "\n".join(text_lines)
+    text = "\n".join(([header] if header else []) + text_lines)
     (out / "report.txt").write_text(text + "\n", encoding="utf-8")
     problems = {}
     for student, a, nb, score, statuses, lines in look:

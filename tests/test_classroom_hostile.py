@@ -48,6 +48,7 @@ VICTIM = "gelu_solution"
 NOT_SUBMITTED = "zz_absent"  # on the roster, handed nothing in
 LIMIT_PROCS = 200
 MEMORY = 3 << 30
+MEMFD_CAP = 3 << 29  # 1.5 GiB: room for PyTorch, far below what the memfd attack asks for
 
 
 def _digest(path: Path) -> str | None:
@@ -159,7 +160,6 @@ def hostile_run(tmp_path_factory):
     _write(subs, "o_raw_flood", notebook_with(released, H.RAW_FLOOD))
     _write(subs, "o_output_flood", notebook_with(released, H.OUTPUT_FLOOD))
     _write(subs, "o_one_huge", notebook_with(released, H.OUTPUT_ONE_HUGE))
-    _write(subs, "o_memfd", notebook_with(released, H.MEMFD))
     _write(subs, "r_forged_line", notebook_with(released, GELU, [H.REPORT_FORGERY]))
     answer, tail = H.exfiltration_cells()
     _write(subs, "r_exfiltrate", H.append_cells(notebook_with(released, answer), tail))
@@ -396,11 +396,31 @@ def test_output_floods_are_capped_and_reported(hostile_run):
     assert hostile_run["summary"]["scores"][("o_output_flood", ASSIGNMENT)] == 10.0
 
 
-def test_memory_outside_the_address_space_is_capped(hostile_run):
-    text = _outputs(hostile_run, "o_memfd") if (hostile_run["out"] / "autograded" / "o_memfd").exists() else ""
+@pytest.fixture(scope="module")
+def memfd_run(tmp_path_factory):
+    """Memory held outside the address space, graded on its own under a small cap and a
+    long cell time limit, so the cap (not the clock) is what stops it however slowly
+    this machine hands out memory; an honest learner follows on the same worker."""
+    tmp = tmp_path_factory.mktemp("memfd")
+    subs, out = tmp / "subs", tmp / "out"
+    released = json.loads((ROOT / "exercises" / ASSIGNMENT / NOTEBOOK).read_text())
+    solution = json.loads((ROOT / "solutions" / ASSIGNMENT / NOTEBOOK).read_text())
+    _write(subs, "o_memfd", notebook_with(released, H.MEMFD))
+    _write(subs, "zz_honest1", make_submission(CASE["gelu_solution"], released, solution))
+    limits = sandbox.Limits(memory=MEMFD_CAP, processes=LIMIT_PROCS, cpu_seconds=300)
+    summary = grade.run(subs, workers=1, db_url=f"sqlite:///{tmp / 'course.db'}", out=out, timeout=120,
+                        deadline=240, limits=limits, progress=False, log=lambda *_: None)
+    return {"summary": summary, "out": out}
+
+
+def test_memory_outside_the_address_space_is_capped(memfd_run):
+    assert H.MEMFD_GIB << 30 > 2 * MEMFD_CAP  # the payload asks for far more than the cap
+    text = _outputs(memfd_run, "o_memfd") if (memfd_run["out"] / "autograded" / "o_memfd").exists() else ""
     assert f"held {H.MEMFD_GIB * 4 * 240} MiB" not in text
-    row = _row(hostile_run, "o_memfd")
+    row = _row(memfd_run, "o_memfd")
     assert "limit hit: memory" in row["all_statuses"], row
+    assert "timed out" not in row["all_statuses"], row
+    assert memfd_run["summary"]["scores"][("zz_honest1", ASSIGNMENT)] == CASE["gelu_solution"].expected_score()
 
 
 # --------------------------------------------------------------------------- reports and feedback

@@ -259,13 +259,22 @@ class Group:
                     return int(words[1])
         return 0
 
-    def remove(self) -> None:
-        """Kill every member, then remove the folder(s); a folder already gone is fine."""
-        try:
+    def remove(self, timeout: float = 10.0) -> None:
+        """Kill every member, then remove the folder(s); a folder already gone is fine.
+
+        A process may still join after the members were killed (a sandbox launcher
+        whose worker died while it was starting): while the kernel answers EBUSY, the
+        group is emptied again, until ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
             self.kill_all()
-        finally:
-            for d in self.dirs:
-                _rmdir_retry(d)
+            try:
+                for d in self.dirs:
+                    _rmdir_retry(d, timeout=0.5)
+                return
+            except OSError as exc:
+                if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                    raise
 
 
 def _rmdir_retry(d: Path, timeout: float = 5.0) -> None:

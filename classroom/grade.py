@@ -490,7 +490,8 @@ def _not_graded_page(student: str, assignment: str, record: dict) -> str:
 
 def worker_main(idx: int, ctx: dict, jobs, results) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what an interrupt does
-    sandbox._die_with_parent()  # a grading run killed hard takes its workers (and sandboxes) with it
+    # a grading run killed hard takes its workers (and sandboxes) with it
+    sandbox._die_with_parent(ctx.get("parent"))
     sandbox.join_cgroup(ctx.get("grader_procs") or [])
     wdir = Path(ctx["wdir"])
     spec = sandbox.SandboxSpec.load(wdir / "sandbox.json")
@@ -499,6 +500,7 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
     if ctx.get("answer_uid") is not None:
         sandbox.kill_uid(ctx["answer_uid"])
     os.environ.update({
+        sandbox.PARENT_ENV: str(os.getpid()),
         "JUPYTER_PATH": str(wdir / "jupyter"),
         "JUPYTER_RUNTIME_DIR": str(wdir / "rt"),
         "JUPYTER_CONFIG_DIR": str(wdir / "jupyter_config"),
@@ -789,7 +791,11 @@ def run(submissions: Path, *, workers: int | None = None, db_url: str | None = N
                                              grader_memory, zygote, progress, log)
         finally:
             if tree is not None:
-                tree.close()
+                try:
+                    tree.close()
+                except OSError as exc:  # the grades are kept; only the cleaning up failed
+                    log(f"warning: a cgroup of this run could not be removed ({textsafe.line(exc, 400)}); "
+                        "its processes were killed")
 
     # merge every submission whose state is current into the course gradebook
     sources: dict[str, list[tuple[str, str]]] = {}
@@ -857,7 +863,7 @@ def _grade_all(out, todo, n_workers, tree, programs, template_db, tdigest, limit
         answer_spec(wdir, auid, limits, seccomp_file=programs["answer"],
                     cgroup_procs=groups["answer"].procs_files() if groups else []).save(wdir / "answer.json")
         stamp.write_text(tdigest)
-        contexts.append({"wdir": str(wdir), "out": str(out), "timeout": timeout, "deadline": deadline,
+        contexts.append({"wdir": str(wdir), "out": str(out), "parent": os.getpid(), "timeout": timeout, "deadline": deadline,
                          "template_dir": str(template_db.parent), "nest_filter": programs["nest"],
                          "zygote_filter": programs["answer"],
                          "max_output": max_output, "zygote": zygote, "answer_uid": auid,

@@ -270,16 +270,8 @@ class AnswerHost:
         sandbox._prepare_dir(self.workdir, self.spec.uid, 0o755)
         sfd = os.open(self.spec.seccomp_file, os.O_RDONLY) if self.spec.seccomp_file else None
         argv = sandbox.bwrap_argv(self.spec, self.workdir, self.workdir, command, seccomp_fd=sfd)
-        procs = list(self.spec.cgroup_procs)
-
-        def enter():
-            sandbox.join_cgroup(procs)
-            sandbox._die_with_parent()
-
         try:
-            return subprocess.Popen(argv, pass_fds=pass_fds + (() if sfd is None else (sfd,)),
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, preexec_fn=enter)
+            return sandbox.popen_confined(argv, self.spec.cgroup_procs, pass_fds + (() if sfd is None else (sfd,)))
         finally:
             if sfd is not None:
                 os.close(sfd)

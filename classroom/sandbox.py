@@ -304,8 +304,10 @@ def _current_tasks(uid: int) -> int:
     return n
 
 
-def launch(spec_path: str, connection_file: str, kernel_args: list[str]) -> None:
-    """Called by nbgrader (through the kernel spec) with cwd = the notebook's directory."""
+def launch(spec_path: str, connection_file: str, kernel_args: list[str], parent: int | None = None) -> None:
+    """Called by nbgrader (through the kernel spec) with cwd = the notebook's directory;
+    ``parent``: the grading worker's pid, read when this process started."""
+    _die_with_parent(parent)
     spec = SandboxSpec.load(spec_path)
     workdir = Path(os.getcwd())
     if Path(spec.scratch_root).resolve().is_relative_to(workdir.resolve()):
@@ -330,7 +332,6 @@ def launch(spec_path: str, connection_file: str, kernel_args: list[str]) -> None
     os.chmod(conn, 0o600)
 
     join_cgroup(spec.cgroup_procs)
-    _die_with_parent()
     if spec.zygote_socket and spec.work_anchor and workdir.is_relative_to(spec.work_anchor):
         _launch_in_zygote(spec, workdir, parts["work"], conn, kernel_args, scratch / "kernel.log")
     command = [spec.python, "-Xfrozen_modules=off", "-m", "ipykernel_launcher", "-f", str(conn),
@@ -412,6 +413,7 @@ def run_sandboxed(spec: SandboxSpec, argv_for, log_path: Path) -> None:
     argv = argv_for(sfd)
     bwrap = _which("bwrap")
     r, w = os.pipe()
+    launcher = os.getpid()
     pid = os.fork()
     if pid == 0:  # the sandbox
         try:
@@ -419,7 +421,7 @@ def run_sandboxed(spec: SandboxSpec, argv_for, log_path: Path) -> None:
             os.dup2(w, 1)
             os.dup2(w, 2)
             os.close(w)
-            _die_with_parent()
+            _die_with_parent(launcher)
             os.execv(bwrap, argv)
         finally:
             os._exit(127)
@@ -443,18 +445,39 @@ def run_sandboxed(spec: SandboxSpec, argv_for, log_path: Path) -> None:
     os._exit(code if 0 <= code < 256 else 128 + (-code))
 
 
-def _die_with_parent() -> None:
+PARENT_ENV = "ANDREA_SANDBOX_PARENT"  # the grading worker's pid, for the kernel launchers it starts
+
+
+def _die_with_parent(parent: int | None = None) -> None:
     """SIGKILL this process (soon bwrap, whose own --die-with-parent covers only the
-    processes inside) when the grading worker that started it dies."""
+    processes inside) when the grading worker that started it dies.
+
+    ``parent``: the pid this process was started by, taken as early as it can be (a
+    process that reads it only here, after the parent has already died, would read
+    the reaper's pid and outlive the run)."""
     import ctypes
     import signal
-    parent = os.getppid()
+    if parent is None:
+        parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
     PR_SET_PDEATHSIG = 1
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         sys.exit("sandbox launcher: prctl(PR_SET_PDEATHSIG) failed")
-    if os.getppid() != parent:  # the worker died before the line above
+    if os.getppid() != parent:  # the parent died before the line above
         os._exit(1)
+
+
+def popen_confined(argv: list[str], cgroup_procs: list[str], pass_fds: tuple[int, ...]) -> subprocess.Popen:
+    """Start ``argv`` (a bubblewrap command line) with no stdin or output, inside the
+    cgroup(s) given, from its first instruction on, and dying with this process."""
+    procs, parent = list(cgroup_procs), os.getpid()
+
+    def enter():
+        join_cgroup(procs)
+        _die_with_parent(parent)
+
+    return subprocess.Popen(argv, pass_fds=pass_fds, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, preexec_fn=enter)
 
 
 def kill_uid(uid: int) -> int:
@@ -507,7 +530,9 @@ def kill_sandbox(pidfile: str) -> bool:
 
 if __name__ == "__main__":
     if len(sys.argv) >= 4 and sys.argv[1] == "launch":
-        launch(sys.argv[2], sys.argv[3], sys.argv[4:])
+        # the worker names itself: a pid read here could already be the reaper's
+        launch(sys.argv[2], sys.argv[3], sys.argv[4:],
+               parent=int(os.environ.get(PARENT_ENV) or os.getppid()))
     else:
         sys.exit(__doc__)
 
@@ -552,16 +577,8 @@ class KernelZygote:
         argv = bwrap_argv(self.spec, empty, empty,
                           [self.spec.python, "-I", "-Xfrozen_modules=off", str(server), "kernel-zygote",
                            *map(str, fds)], seccomp_fd=sfd, extra=extra)
-        procs = list(self.spec.cgroup_procs)
-
-        def enter():
-            join_cgroup(procs)
-            _die_with_parent()
-
         try:
-            self.proc = subprocess.Popen(argv, pass_fds=tuple(fds) + (() if sfd is None else (sfd,)),
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL, preexec_fn=enter)
+            self.proc = popen_confined(argv, self.spec.cgroup_procs, tuple(fds) + (() if sfd is None else (sfd,)))
         finally:
             listener.close()
             for fd in fds[1:] + ([sfd] if sfd is not None else []):

@@ -15,6 +15,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -657,3 +659,46 @@ def test_kill_all_and_remove_leave_nothing_behind(tree):
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_remove_empties_a_group_that_a_late_process_joins(tree):
+    """A process that joins after the members were killed (a launcher whose worker
+    died while it was starting) does not keep the group, or the run, alive."""
+    g = tree.group("late", 256 * MiB, 40)
+    code = _join_code(g) + "import time\ntime.sleep(300)\n"
+    first = subprocess.Popen([PY, "-c", code])
+    late = []
+
+    def join_late():  # a new member each 50 ms for a second, while remove() runs
+        for _ in range(20):
+            late.append(subprocess.Popen([PY, "-c", code]))
+            time.sleep(0.05)
+
+    try:
+        deadline = time.monotonic() + 20
+        while first.pid not in g.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        joiner = threading.Thread(target=join_late)
+        joiner.start()
+        time.sleep(0.2)
+        g.remove()
+        joiner.join()
+        g.remove()  # the ones that joined after remove() returned
+        assert not any(d.exists() for d in g.dirs)
+    finally:
+        for p in [first, *late]:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+def test_a_child_whose_parent_is_already_gone_does_not_start(tmp_path):
+    """``_die_with_parent`` given the pid that started the process: if that parent has
+    died before the death signal was set, the child stops at once instead of running
+    on as an orphan holding the run's pipes."""
+    code = ("import os, sys\nsys.path.insert(0, %r)\nfrom classroom.sandbox import _die_with_parent\n"
+            "_die_with_parent(int(sys.argv[1]))\nprint('still running')\n") % str(ROOT)
+    gone = subprocess.run([PY, "-c", code, "999999999"], capture_output=True, text=True, timeout=60)
+    assert gone.returncode == 1 and "still running" not in gone.stdout
+    alive = subprocess.run([PY, "-c", code, str(os.getpid())], capture_output=True, text=True, timeout=60)
+    assert alive.returncode == 0 and "still running" in alive.stdout

@@ -12,7 +12,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps book test test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade
+.PHONY: all venv sysdeps bookdeps book test test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade
 
 all: book
 
@@ -53,7 +53,13 @@ grade: $(STAMP) sysdeps
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [WORKERS=n] [DB=url]" >&2; exit 2; }
 	$(PY) -m classroom.grade "$(SUBMISSIONS)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)")
 
-book: $(STAMP)
+# Debian packages the book needs: Graphviz (dot) draws its diagrams, npm vendors MathJax once.
+bookdeps:
+	@{ command -v dot && command -v npm; } >/dev/null 2>&1 || { \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq graphviz npm >/dev/null; }
+
+book: $(STAMP) bookdeps
 	$(PY) scripts/build_book.py
 
 test: $(STAMP) sysdeps book

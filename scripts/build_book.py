@@ -4,7 +4,7 @@ Steps, each cheap when there is nothing to do:
 
 1. Vendor MathJax 3 (pinned) with npm into book/_vendor, so pages typeset math
    with no internet. It reaches the HTML through ``html_extra_path``.
-2. Stage the released exercise notebooks (exercises/) so chapter 7 can link them.
+2. Stage the released exercise notebooks (exercises/) so chapter 8 (the exercises) can link them.
 3. Key the execution cache on the code the chapters import: a hash of andrea_ref/,
    cuda/ and exercises/. When it changes (or the last build failed) the jupyter
    cache and Sphinx's saved environment are dropped and every page is rebuilt, so

@@ -108,8 +108,8 @@ IMAGES_JS = """async () => {
 }"""
 
 # Figures each chapter draws (a build that drops figures must not pass).
-MIN_FIGURES = {"book/02_attention_plus_mlp.html": 1, "book/03_skip_connections.html": 3,
-               "book/04_mlp_and_gelu.html": 2}
+MIN_FIGURES = {"book/02_attention_plus_mlp.html": 1, "book/03_residual_connections.html": 3,
+               "book/05_mlp_and_gelu.html": 2}
 
 
 def test_every_page_renders_offline(server, browser_context):
@@ -185,19 +185,19 @@ def test_search_finds_a_term(server, browser_context):
     page.wait_for_selector("ul.search li", timeout=20_000)
     hits = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
     page.close()
-    assert any("03_skip_connections" in h for h in hits), hits
+    assert any("03_residual_connections" in h for h in hits), hits
 
 
 def test_screenshot_of_a_chapter(server, browser_context):
     context, _ = browser_context
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page = context.new_page()
-    page.goto(server + "book/03_skip_connections.html", wait_until="load")
+    page.goto(server + "book/03_residual_connections.html", wait_until="load")
     page.evaluate("async () => { if (window.MathJax && MathJax.startup) await MathJax.startup.promise; }")
-    top = SCREENSHOTS / "03_skip_connections_top.png"
+    top = SCREENSHOTS / "03_residual_connections_top.png"
     page.screenshot(path=str(top))
     page.locator("#fig-gradflow").scroll_into_view_if_needed()
-    figure = SCREENSHOTS / "03_skip_connections_figure.png"
+    figure = SCREENSHOTS / "03_residual_connections_figure.png"
     page.screenshot(path=str(figure))
     page.close()
     assert top.stat().st_size > 20_000 and figure.stat().st_size > 20_000

@@ -23,8 +23,8 @@ from andrea_ref import experiments as E
 
 ROOT = Path(__file__).resolve().parent.parent
 EXEC_DIR = ROOT / "_build" / "jupyter_execute" / "book"
-CHAPTERS = ["01_welcome", "02_attention_plus_mlp", "03_skip_connections", "04_mlp_and_gelu",
-            "05_andrea_120m", "06_gelu_kernel", "07_exercises"]
+CHAPTERS = ["01_welcome", "02_attention_plus_mlp", "03_residual_connections", "05_mlp_and_gelu",
+            "06_andrea_120m", "07_gelu_kernel", "08_exercises"]
 
 
 def glued(chapter: str) -> dict:
@@ -155,8 +155,8 @@ def ch07():
             "total_points": sum(m.get("points", 0) for m in graded)}
 
 
-RECIPES = {"01_welcome": ch01, "02_attention_plus_mlp": ch02, "03_skip_connections": ch03,
-           "04_mlp_and_gelu": ch04, "05_andrea_120m": ch05, "06_gelu_kernel": ch06, "07_exercises": ch07}
+RECIPES = {"01_welcome": ch01, "02_attention_plus_mlp": ch02, "03_residual_connections": ch03,
+           "05_mlp_and_gelu": ch04, "06_andrea_120m": ch05, "07_gelu_kernel": ch06, "08_exercises": ch07}
 
 
 def close(a, b) -> bool:
@@ -181,15 +181,15 @@ def test_glued_numbers_match_andrea_ref(chapter):
 
 
 def test_kernel_chapter_values_are_plausible():
-    values = glued("06_gelu_kernel")
+    values = glued("07_gelu_kernel")
     assert values["k_backend"] in ("cpu-twin", "cuda", "torch")
     assert 0 <= values["k_fp32_gap"] < 1e-5           # the kernel computes the formula
     assert 4e-4 < values["k_erf_gap"] < 5e-4          # the two GELUs really differ
-    assert values["k_n_records"] == RECIPES["06_gelu_kernel"]()["k_n_records"]
+    assert values["k_n_records"] == RECIPES["07_gelu_kernel"]()["k_n_records"]
 
 
 def test_accumulation_gap_is_rounding_only():
-    assert glued("03_skip_connections")["accum_gap"] < 1e-5
+    assert glued("03_residual_connections")["accum_gap"] < 1e-5
 
 
 def test_every_chapter_has_glued_numbers():

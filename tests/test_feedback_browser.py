@@ -198,12 +198,12 @@ def test_a_published_book_address_is_used_for_math_and_links():
     cfg.CourseBook.url = "https://courses.example.org/andrea-block-lab"
     html = ('<html><head><!-- Load mathjax --><script src="https://cdn.example/mathjax.js"></script>'
             '<!-- End of mathjax configuration --></head><body>'
-            '<a href="../../_build/html/book/04_mlp_and_gelu.html#gelu">x</a>'
-            '<a href="../../book/03_skip_connections.md">y</a><a href="other.html">z</a></body></html>')
+            '<a href="../../_build/html/book/05_mlp_and_gelu.html#gelu">x</a>'
+            '<a href="../../book/03_residual_connections.md">y</a><a href="other.html">z</a></body></html>')
     page = feedback.finish_page(html, cfg)
     assert "cdn.example" not in page
     assert 'src="https://courses.example.org/andrea-block-lab/_static/mathjax/tex-chtml.js"' in page
-    assert 'href="https://courses.example.org/andrea-block-lab/book/04_mlp_and_gelu.html#gelu"' in page
-    assert 'href="https://courses.example.org/andrea-block-lab/book/03_skip_connections.html"' in page
+    assert 'href="https://courses.example.org/andrea-block-lab/book/05_mlp_and_gelu.html#gelu"' in page
+    assert 'href="https://courses.example.org/andrea-block-lab/book/03_residual_connections.html"' in page
     assert 'href="other.html"' in page
     assert feedback.book_url() == HTML.as_uri() + "/"

@@ -87,6 +87,13 @@ def use_book_style() -> None:
         "legend.frameon": False,
         "lines.linewidth": 1.8,
     })
+    try:  # figures as SVG: sharp at any zoom (only inside IPython, e.g. the book's build)
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import set_matplotlib_formats
+    except ImportError:
+        return
+    if get_ipython() is not None:
+        set_matplotlib_formats("svg")
 
 
 @contextlib.contextmanager

@@ -267,6 +267,30 @@ def test_assignment_list_without_error_and_no_instructor_tools(learner_lab, brow
     assert not blocked, blocked
 
 
+def test_chapter_link_opens_the_book_page(learner_lab, browser):
+    """The notebook's chapter link (``../../_build/html/book/...``) opens the built
+    chapter in JupyterLab, from the learner's workspace. (After the test that reads the
+    server log: a kernel still connecting when the page closes logs a traceback.)"""
+    port, tmp = learner_lab
+    if not (ROOT / "_build" / "html" / "index.html").is_file():
+        pytest.fail("the book is not built: make test builds it first (make book)")
+    blocked: list[str] = []
+    context = _context(browser, blocked)
+    page = _open_lab(context, port, "/lab/tree/01_layernorm/layernorm.ipynb")
+    page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
+    link = page.locator(".jp-RenderedMarkdown a[href*='_build/html/book/']").first
+    link.wait_for(timeout=30_000)
+    target = link.get_attribute("href").split("/")[-1]
+    link.click()
+    frame = page.frame_locator(f".jp-MainAreaWidget[title*='{target}'] iframe, .jp-HTMLViewer iframe").first
+    heading = frame.locator("h1").first
+    heading.wait_for(timeout=30_000)
+    assert "LayerNorm" in heading.inner_text()
+    assert not page.eval_on_selector_all(".jp-Dialog", "els => els.map(e => e.innerText)")
+    context.close()
+    assert not blocked, blocked
+
+
 def test_instructor_lab_offers_the_tools(tmp_path, browser):
     """The control: `make lab-instructor` shows Formgrader and Course List in the same menu."""
     proc, port, log = _start_lab(tmp_path, "--instructor")

@@ -123,7 +123,7 @@ def ch04():
         "ex1_attn": 4 * 512 * 512 + 4 * 512,
         "ex2_u": math.sqrt(2 / math.pi) * 1.044715, "ex2_tanh_u": math.tanh(math.sqrt(2 / math.pi) * 1.044715),
         "ex2_tanh": 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * 1.044715)),
-        "ex2_exact": 0.5 * (1 + math.erf(1 / math.sqrt(2))),
+        "ex2_exact": 0.5 * (1 + math.erf(1 / math.sqrt(2))), "ex2_phi1": 0.5 * (1 + math.erf(1 / math.sqrt(2))),
         "ex2_tanh_m1": -0.5 * (1 - math.tanh(math.sqrt(2 / math.pi) * 1.044715)),
         "ex2_gap": abs(0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * 1.044715)) - 0.5 * (1 + math.erf(1 / math.sqrt(2)))),
         "ex3_d": 5120, "ex3_exact": 8 * 5120 / 3, "ex3_floor": 13653, "ex3_h": 13824,

@@ -90,3 +90,29 @@ def test_book_style_labels_nothing_by_itself():
     E.use_book_style()
     assert matplotlib.rcParams["axes.grid"] is True
     assert set(E.PLOT_COLORS) >= {"pre", "post", "residual", "no_residual", "attn", "mlp"}
+
+
+def test_llama_mlp_hidden_rounds_two_thirds_of_4x_up_to_256():
+    # LLaMA 7B, 13B, 33B, 65B: d_model from the LLaMA paper, widths of the released models
+    assert E.llama_mlp_hidden(4096) == 11008
+    assert [E.llama_mlp_hidden(d) for d in (5120, 6656, 8192)] == [13824, 17920, 22016]
+    assert 8 * 4096 / 3 < E.llama_mlp_hidden(4096)          # rounded up, not to nearest
+    assert E.llama_mlp_hidden(768, multiple_of=1) == 2048   # exact when 3 divides 8 d_model
+    with pytest.raises(ValueError):
+        E.llama_mlp_hidden(0)
+
+
+def test_fast_tanh_gelu_error_emulation_matches_the_documented_figure():
+    gap, at = E.fast_tanh_gelu_error_emulated()
+    assert 2.9e-5 < gap < 3.1e-5                            # cuda/README.md: 3.0e-5 at x = -5.4
+    assert abs(at - 5.4) < 0.05
+    assert E.fast_tanh_gelu_error_emulated(tanh_rel_err=0.0)[0] == 0.0
+
+
+def test_gelu_memory_traffic_fusion_halves_the_bias_gelu_bytes():
+    t = E.gelu_memory_traffic(1000, 4)
+    assert t["gelu_forward"] == 8000 and t["gelu_backward"] == 12000
+    assert t["bias_gelu_unfused"] == 2 * t["bias_gelu_fused"] == 16000
+    with_bias = E.gelu_memory_traffic(1000, 2, bias_elements=10)
+    assert with_bias["bias_gelu_fused"] == (2000 + 10) * 2
+    assert with_bias["bias_gelu_unfused"] == with_bias["bias_gelu_fused"] + 4000

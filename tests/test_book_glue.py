@@ -116,6 +116,18 @@ def ch04():
         "gelu_min": gelu(grid).min().item(), "gelu_min_x": grid[int(gelu(grid).argmin())].item(),
         "dgelu_0": 0.5, "dgelu_min": dg.min().item(), "dgelu_max": dg.max().item(),
         "dgelu_m05": gelu_derivative(torch.tensor(-0.5, dtype=torch.float64)).item(),
+        # LLaMA 7B: 8/3 d_model rounded up to a multiple of 256 (the released model's width)
+        "llama_d": 4096, "llama_exact": 8 * 4096 / 3, "llama_hidden": 11008,
+        # exercises: the 2017 base model's MLP, GELU(1) by hand, LLaMA 13B's gated width
+        "ex1_d": 512, "ex1_m": 2048, "ex1_w": 2 * 512 * 2048, "ex1_all": 2 * 512 * 2048 + 2048 + 512,
+        "ex1_attn": 4 * 512 * 512 + 4 * 512,
+        "ex2_u": math.sqrt(2 / math.pi) * 1.044715, "ex2_tanh_u": math.tanh(math.sqrt(2 / math.pi) * 1.044715),
+        "ex2_tanh": 0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * 1.044715)),
+        "ex2_exact": 0.5 * (1 + math.erf(1 / math.sqrt(2))), "ex2_phi1": 0.5 * (1 + math.erf(1 / math.sqrt(2))),
+        "ex2_tanh_m1": -0.5 * (1 - math.tanh(math.sqrt(2 / math.pi) * 1.044715)),
+        "ex2_gap": abs(0.5 * (1 + math.tanh(math.sqrt(2 / math.pi) * 1.044715)) - 0.5 * (1 + math.erf(1 / math.sqrt(2)))),
+        "ex3_d": 5120, "ex3_exact": 8 * 5120 / 3, "ex3_floor": 13653, "ex3_h": 13824,
+        "ex3_gated": 3 * 5120 * 13824, "ex3_plain": 8 * 5120 * 5120, "ex3_ratio": 3 * 13824 / (8 * 5120),
     }
 
 
@@ -142,6 +154,13 @@ def ch06():
     return {
         "k_mlp_dim": 3072, "k_n_inputs": x.numel(), "k_n_records": n_records,
         "k_eps32": torch.finfo(torch.float32).eps, "k_half_ulp_bf16": 2.0 ** -8, "k_half_ulp_fp16": 2.0 ** -11,
+        # emulated hardware tanh (cuda/README.md: 3.0e-5 at x = -5.4) and expected byte counts
+        "k_fast_gap": E.fast_tanh_gelu_error_emulated()[0], "k_fast_at": E.fast_tanh_gelu_error_emulated()[1],
+        "k_fast_rel": 1.1e-5, "k_tol32": 1e-5, "k_bench_mib": 256.0,
+        "k_fusion_ratio": ((4 * 2**26 + 3072) * 4) / ((2 * 2**26 + 3072) * 4),
+        "kx1_tokens": 8192, "kx1_n": 8192 * 3072,
+        "kx1_unfused": ((4 * 8192 * 3072 + 3072) * 2) / 2**20, "kx1_fused": ((2 * 8192 * 3072 + 3072) * 2) / 2**20,
+        "kx1_saved": (2 * 8192 * 3072 * 2) / 2**20,
         # Checked with tolerances below, not recomputed bit for bit:
         "k_backend": None, "k_fp32_gap": None, "k_erf_gap": None,
     }
@@ -185,6 +204,9 @@ def test_kernel_chapter_values_are_plausible():
     assert values["k_backend"] in ("cpu-twin", "cuda", "torch")
     assert 0 <= values["k_fp32_gap"] < 1e-5           # the kernel computes the formula
     assert 4e-4 < values["k_erf_gap"] < 5e-4          # the two GELUs really differ
+    assert values["k_fast_gap"] > values["k_tol32"]     # why float32 keeps the precise tanh
+    assert values["k_fast_gap"] < values["k_half_ulp_fp16"]  # and why 16-bit types may use the fast one
+    assert 1.99 < values["k_fusion_ratio"] <= 2.0
     assert values["k_n_records"] == RECIPES["07_gelu_kernel"]()["k_n_records"]
 
 

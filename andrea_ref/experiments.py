@@ -352,14 +352,20 @@ def llama_mlp_hidden(d_model: int, multiple_of: int = 256) -> int:
     return multiple_of * -(-two_thirds // multiple_of)
 
 
-def fast_tanh_gelu_error_emulated(tanh_rel_err: float = 1.1e-5, saturate_at: float = 10.0,
+# The largest relative error of the GPU's hardware tanh (PTX ``tanh.approx.f32``) over
+# the whole float range, as NVIDIA's PTX ISA documents it: a bound, not a typical error.
+PTX_TANH_APPROX_REL_ERR = 2.0 ** -11
+
+
+def fast_tanh_gelu_error_emulated(tanh_rel_err: float = PTX_TANH_APPROX_REL_ERR, saturate_at: float = 10.0,
                                   lo: float = -12.0, hi: float = 12.0,
                                   n: int = 2_400_001) -> tuple[float, float]:
     """Emulated worst-case gap between a GELU that uses the GPU's hardware tanh and the
     tanh formula, on a float64 grid over ``[lo, hi]``; returns (gap, |x| where it occurs).
 
     The emulation assumes the hardware ``tanh(u)`` is off by the relative error
-    ``tanh_rel_err`` at every point, with the sign that hurts most, except where
+    ``tanh_rel_err`` (default: the documented bound, ``PTX_TANH_APPROX_REL_ERR``) at
+    every point, with the sign that hurts most, except where
     ``|u| >= saturate_at``, where the kernel returns exactly +-1 (``cuda/gelu_math.h``).
     GELU = 0.5 x (1 + t), so an error ``d`` in ``t`` moves GELU by ``0.5 |x| |t| d``.
     This is a CPU estimate, not a measurement of the instruction.

@@ -20,6 +20,7 @@ import andrea_ref
 from andrea_ref import (ANDREA_120M, CONFIGS, AndreaModel, count_parameters, gelu, gelu_derivative,
                         gelu_exact, gelu_tanh_torch, layer_norm)
 from andrea_ref import experiments as E
+from andrea_ref import Block
 
 ROOT = Path(__file__).resolve().parent.parent
 EXEC_DIR = ROOT / "_build" / "jupyter_execute" / "book"
@@ -46,18 +47,41 @@ def glued(chapter: str) -> dict:
 def ch01():
     c = count_parameters(ANDREA_120M)
     assert c.total > 0
-    return {"mlp_ratio": 4, "vocab_size": 8449, "context_length": ANDREA_120M.context_length,
-            "n_models": len(CONFIGS)}
+    cfg = ANDREA_120M
+    return {"mlp_ratio": 4, "vocab_size": 8449, "context_length": cfg.context_length,
+            "n_models": len(CONFIGS),
+            # the notation table
+            "nt_d_model": 768, "nt_mlp_dim": 3072, "nt_n_layer": 12, "nt_n_head": 12, "nt_head_dim": 64,
+            "nt_vocab_size": 8449, "nt_context_length": cfg.context_length, "nt_ln_eps": 1e-5}
 
 
 def ch02():
     cfg = ANDREA_120M
-    change = E.perturb_one_token(cfg.replace(n_layer=1), position=5, seq_len=12)
-    attn = [t for t, v in enumerate(change["attn"]) if v > 0]
-    mlp_ = [t for t, v in enumerate(change["mlp"]) if v > 0]
+    position, seq_len = 6, 12                    # the chapter counts positions from 1
+    change = E.perturb_one_token(cfg.replace(n_layer=1), position=position - 1, seq_len=seq_len)
+    attn = [t + 1 for t, v in enumerate(change["attn"]) if v > 0]
+    mlp_ = [t + 1 for t, v in enumerate(change["mlp"]) if v > 0]
+    assert attn == list(range(position, seq_len + 1)) and mlp_ == [position]
+    products = [t * change["attn"][t - 1] for t in range(position, seq_len + 1)]
+    # The attention weights of the block of the shape section, times t (1 = equal shares).
+    torch.manual_seed(0)
+    block = Block(cfg)
+    x = torch.randn(2, 16, cfg.d_model)
+    with torch.no_grad():
+        h = block.ln_1(x)
+        B, T, d = h.shape
+        H = cfg.n_head
+        q = (h @ block.attn.w_q + block.attn.b_q).view(B, T, H, d // H).transpose(1, 2)
+        k = (h @ block.attn.w_k + block.attn.b_k).view(B, T, H, d // H).transpose(1, 2)
+        future = torch.ones(T, T, dtype=torch.bool).triu(1)
+        w = torch.softmax((q @ k.transpose(-2, -1) / math.sqrt(d // H)).masked_fill(future, -math.inf), -1)
+        tw = (w * torch.arange(1, T + 1).unsqueeze(1))[..., ~future]
+    assert tw.min() < 1 < tw.max()
     return {"ch2_batch": 2, "ch2_seq": 16, "ch2_d_model": cfg.d_model, "ch2_hidden": cfg.mlp_dim,
-            "ch2_position": 5, "ch2_attn_first": attn[0], "ch2_attn_count": len(attn),
-            "ch2_mlp_count": len(mlp_)}
+            "ch2_position": position, "ch2_attn_first": position, "ch2_attn_count": seq_len - position + 1,
+            "ch2_mlp_count": 1, "ch2_mlp_over_attn": change["mlp"][position - 1] / change["attn"][position - 1],
+            "ch2_tw_min": float(tw.min()), "ch2_tw_max": float(tw.max()),
+            "ch2_prod_min": min(products), "ch2_prod_max": max(products), "ch2_n_layer": cfg.n_layer}
 
 
 @lru_cache(maxsize=None)

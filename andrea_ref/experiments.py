@@ -15,6 +15,8 @@ numbers into its prose and a test recomputes them.
 ``perturb_one_token``     which positions each sublayer lets a change reach
 ``token_trace``           shape and size of one token at every step of a block
 ``gelu_approximation_error``  the largest gap between tanh-GELU and exact GELU
+``per_layer_grad_norms_over_seeds``  the per-block gradient norms over several seeds
+``residual_sum_rms``      size of what the blocks add to the stream, vs depth
 ========================  ====================================================
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ __all__ = [
     "TRAINING_TEXT", "use_book_style", "tiny_config", "init_like_2017", "embedding_grad_norms",
     "per_layer_grad_norms", "train_tiny", "block_relative_change", "stream_relative_change",
     "perturb_one_token", "token_trace", "gelu_approximation_error", "PLOT_COLORS",
+    "per_layer_grad_norms_over_seeds", "residual_sum_rms",
 ]
 
 # A short original text for the character-level training runs (no downloads).
@@ -394,3 +397,58 @@ def gelu_memory_traffic(n_elements: int, bytes_per_element: int, bias_elements: 
         "bias_gelu_unfused": (2 * n + nb) * b + 2 * n * b,
         "bias_gelu_fused": (2 * n + nb) * b,
     }
+
+
+def per_layer_grad_norms_over_seeds(norm_position: str, seeds: Sequence[int] = tuple(range(10)),
+                                    n_layer: int = 12, init: str = "2017",
+                                    batch: int = 8) -> dict[str, list[float]]:
+    """:func:`per_layer_grad_norms` repeated for every seed in ``seeds``.
+
+    Returns, per block (index 0 = the block nearest the embeddings), the ``mean``,
+    ``std`` (population), ``min`` and ``max`` over the seeds, and ``runs``: one list
+    of ``n_layer`` gradient norms per seed. Each seed draws both the weights and the
+    random batch afresh.
+    """
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    runs = [per_layer_grad_norms(norm_position, n_layer=n_layer, init=init, seed=int(s), batch=batch)
+            for s in seeds]
+    per_block = list(zip(*runs))
+    mean = [sum(v) / len(v) for v in per_block]
+    std = [math.sqrt(sum((x - m) ** 2 for x in v) / len(v)) for v, m in zip(per_block, mean)]
+    return {"mean": mean, "std": std, "min": [min(v) for v in per_block],
+            "max": [max(v) for v in per_block], "runs": [list(r) for r in runs]}
+
+
+def residual_sum_rms(depths: Sequence[int], scaled: bool, config: ModelConfig | None = None,
+                     seeds: Sequence[int] = (0, 1, 2), seq_len: int = 16) -> list[float]:
+    """RMS of everything the blocks add to the residual stream, ``x_out - x_0``, at initialisation.
+
+    For each depth in ``depths`` a fresh pre-norm stack is built from ``config``
+    (default: :func:`tiny_config`) and run on a random
+    input of unit RMS, so that every LayerNorm sees an ordinary input. With
+    ``scaled=True`` the output projections ``attn.w_o`` and ``mlp.w2`` keep ANDREA's
+    standard deviation ``init_std / sqrt(2 n_layer)``; with ``scaled=False`` they are
+    redrawn with plain ``init_std``, like every other weight. The mean over ``seeds``
+    is returned for each depth.
+    """
+    base = config or tiny_config()
+    out = []
+    with _single_thread(), torch.no_grad():
+        for depth in depths:
+            cfg = base.replace(n_layer=int(depth))
+            values = []
+            for seed in seeds:
+                torch.manual_seed(seed)
+                blocks = [Block(cfg) for _ in range(cfg.n_layer)]
+                if not scaled:
+                    for blk in blocks:
+                        blk.attn.reset_parameters(cfg.init_std, cfg.init_std)
+                        blk.mlp.reset_parameters(cfg.init_std, cfg.init_std)
+                x0 = torch.randn(1, seq_len, cfg.d_model, generator=torch.Generator().manual_seed(seed))
+                x = x0
+                for blk in blocks:
+                    x = blk(x)
+                values.append(float((x - x0).pow(2).mean().sqrt()))
+            out.append(sum(values) / len(values))
+    return out

@@ -122,3 +122,28 @@ def test_gelu_memory_traffic_fusion_halves_the_bias_gelu_bytes():
     with_bias = E.gelu_memory_traffic(1000, 2, bias_elements=10)
     assert with_bias["bias_gelu_fused"] == (2000 + 10) * 2
     assert with_bias["bias_gelu_unfused"] == with_bias["bias_gelu_fused"] + 4000
+
+
+def test_per_layer_grad_norms_over_seeds_summarises_every_seed():
+    s = E.per_layer_grad_norms_over_seeds("pre", seeds=(0, 1, 2), n_layer=4)
+    assert len(s["runs"]) == 3 and all(len(r) == 4 for r in s["runs"])
+    assert s["runs"][1] == E.per_layer_grad_norms("pre", n_layer=4, seed=1)
+    for i in range(4):
+        column = [r[i] for r in s["runs"]]
+        assert s["min"][i] == min(column) and s["max"][i] == max(column)
+        assert math.isclose(s["mean"][i], sum(column) / 3)
+        assert s["min"][i] <= s["mean"][i] <= s["max"][i] and s["std"][i] >= 0
+    with pytest.raises(ValueError, match="seed"):
+        E.per_layer_grad_norms_over_seeds("pre", seeds=())
+
+
+def test_scaled_output_projections_keep_the_residual_sum_independent_of_depth():
+    depths = [1, 4, 16]
+    scaled = E.residual_sum_rms(depths, scaled=True, seeds=(0,))
+    plain = E.residual_sum_rms(depths, scaled=False, seeds=(0,))
+    # 2 n_layer contributions of similar size: the plain sum grows like sqrt(2 n_layer) ...
+    for d, v in zip(depths, plain):
+        assert math.isclose(v / plain[0], math.sqrt(d), rel_tol=0.25)
+    # ... and the 1/sqrt(2 n_layer) factor cancels that growth
+    assert max(scaled) / min(scaled) < 1.15
+    assert math.isclose(scaled[0], plain[0] / math.sqrt(2), rel_tol=0.15)

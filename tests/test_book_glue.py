@@ -24,7 +24,8 @@ from andrea_ref import Block
 
 ROOT = Path(__file__).resolve().parent.parent
 EXEC_DIR = ROOT / "_build" / "jupyter_execute" / "book"
-CHAPTERS = ["01_welcome", "02_attention_plus_mlp", "03_residual_connections", "05_mlp_and_gelu",
+CHAPTERS = ["01_welcome", "02_attention_plus_mlp", "03_residual_connections", "04_layernorm_and_placement",
+            "05_mlp_and_gelu",
             "06_andrea_120m", "07_gelu_kernel", "08_exercises"]
 
 
@@ -90,31 +91,52 @@ def ch03():
     res = E.embedding_grad_norms(depths, residual=True)
     bare = E.embedding_grad_norms(depths, residual=False)
     at = dict(zip(depths, zip(res, bare)))
+    sum_depths = [1, 2, 4, 8, 16, 32, 64]
+    scaled = E.residual_sum_rms(sum_depths, scaled=True)
+    plain = E.residual_sum_rms(sum_depths, scaled=False)
     rms_values = [0.02, 0.1, 0.3, 1.0, 3.0]
     ident = E.block_relative_change(ANDREA_120M, rms_values)
     stream = E.stream_relative_change(ANDREA_120M)
     torch.manual_seed(0)
     small = AndreaModel(E.tiny_config(n_layer=6))
-    x = torch.tensor([1.0, 2.0, 3.0, 6.0])
-    gamma = torch.tensor([1.0, 1.0, 2.0, 0.5])
-    beta = torch.tensor([0.0, 0.5, 0.0, 0.0])
-    mu, var = 3.0, 3.5
-    grads = {p: E.per_layer_grad_norms(p, n_layer=12) for p in ("pre", "post")}
-    losses = {p: E.train_tiny(p, steps=100, lr=1e-3, n_layer=12) for p in ("pre", "post")}
     return {
         "grad_res_min": min(res), "grad_res_max": max(res), "grad_nores_12": at[12][1],
         "grad_res_12": at[12][0], "grad_nores_32": at[32][1], "grad_nores_64": at[64][1],
         "grad_ratio_64": at[64][0] / at[64][1],
+        "sum_plain_1": plain[0], "sum_plain_64": plain[-1], "sum_plain_growth": plain[-1] / plain[0],
+        "sum_sqrt_64": 8.0, "sum_scaled_min": min(scaled), "sum_scaled_max": max(scaled),
         "ident_rel_unit": ident["relative_change"][3], "ident_cos_unit": ident["cosine"][3],
         "ident_cos_bare": ident["cosine_no_residual"][3], "ident_rel_small": ident["relative_change"][0],
         "stream_rms_0": stream["rms_in"][0], "stream_change_0": stream["relative_change"][0],
         "stream_change_last": stream["relative_change"][-1], "stream_rms_last": stream["rms_in"][-1],
         "accum_n_deltas": 2 * small.config.n_layer, "accum_gap": None,  # checked below
+    }
+
+
+@lru_cache(maxsize=None)
+def ch03_layernorm_placement():
+    x = torch.tensor([1.0, 2.0, 3.0, 6.0])
+    gamma = torch.tensor([1.0, 1.0, 2.0, 0.5])
+    beta = torch.tensor([0.0, 0.5, 0.0, 0.0])
+    mu, var = 3.0, 3.5
+    seeds = range(10)
+    grads = {p: E.per_layer_grad_norms_over_seeds(p, seeds=seeds, n_layer=12) for p in ("pre", "post")}
+    post, pre = grads["post"], grads["pre"]
+    peak = max(range(12), key=lambda i: post["mean"][i])
+    andrea_pre = E.per_layer_grad_norms_over_seeds("pre", seeds=seeds, n_layer=12, init="andrea")
+    losses = {p: E.train_tiny(p, steps=100, lr=1e-3, n_layer=12) for p in ("pre", "post")}
+    return {
         "ln_mean": mu, "ln_var": var, "ln_var_unbiased": 14.0 / 3.0,
         "ln_out_last": layer_norm(x, gamma, beta)[-1].item(),
         "ln_z_last": (6.0 - mu) / math.sqrt(var + 1e-5),
-        "lg_post_mean": sum(grads["post"]) / 12, "lg_pre_first": grads["pre"][0],
-        "lg_pre_last": grads["pre"][-1], "lg_ratio": sum(grads["post"]) / sum(grads["pre"]),
+        "lg_n_seeds": 10, "lg_post_first": post["mean"][0], "lg_post_last": post["mean"][-1],
+        "lg_post_peak": post["mean"][peak], "lg_post_peak_block": peak + 1,
+        "lg_post_lower": sum(post["mean"][:6]) / 6, "lg_post_upper": sum(post["mean"][6:]) / 6,
+        "lg_post_first_min": post["min"][0], "lg_post_first_max": post["max"][0],
+        "lg_pre_first": pre["mean"][0], "lg_pre_last": pre["mean"][-1],
+        "lg_pre_widest": max(hi - lo for hi, lo in zip(pre["max"], pre["min"])),
+        "lg_ratio": sum(post["mean"]) / sum(pre["mean"]),
+        "lg_andrea_pre_first": andrea_pre["mean"][0], "lg_andrea_pre_last": andrea_pre["mean"][-1],
         "train_pre_final": sum(losses["pre"][-10:]) / 10, "train_post_final": sum(losses["post"][-10:]) / 10,
         "train_unigram": E.unigram_entropy(),
         "n_ln_120m": 25, "n_ln_blocks_120m": 24, "n_layer_120m": 12,
@@ -199,6 +221,7 @@ def ch07():
 
 
 RECIPES = {"01_welcome": ch01, "02_attention_plus_mlp": ch02, "03_residual_connections": ch03,
+           "04_layernorm_and_placement": ch03_layernorm_placement,
            "05_mlp_and_gelu": ch04, "06_andrea_120m": ch05, "07_gelu_kernel": ch06, "08_exercises": ch07}
 
 
@@ -241,3 +264,26 @@ def test_accumulation_gap_is_rounding_only():
 def test_every_chapter_has_glued_numbers():
     for chapter in CHAPTERS:
         assert glued(chapter), f"{chapter} glues no number"
+
+
+def test_residual_scaling_claims_hold():
+    """Chapter 3's reading of its residual-sum figure: without the factor the sum grows
+    close to sqrt(2 n_layer), with it the sum stays the same size at every depth."""
+    v = glued("03_residual_connections")
+    assert abs(v["sum_plain_growth"] / v["sum_sqrt_64"] - 1) < 0.2
+    assert v["sum_scaled_max"] / v["sum_scaled_min"] < 1.1
+
+
+def test_gradient_figure_claims_hold():
+    """Chapter 4's description of its ten-seed gradient figure stays true."""
+    v = glued("04_layernorm_and_placement")
+    assert v["lg_ratio"] > 2                                        # "several times larger"
+    assert v["lg_post_upper"] > v["lg_post_lower"]                  # "a mild tilt towards the output"
+    assert v["lg_post_first"] < v["lg_post_peak"]                   # "the lowest blocks are not the largest"
+    assert v["lg_post_upper"] - v["lg_post_lower"] < v["lg_post_first_max"] - v["lg_post_first_min"]
+    post_runs = E.per_layer_grad_norms_over_seeds("post", seeds=range(10), n_layer=12)["runs"]
+    assert any(r[0] > r[-1] for r in post_runs)                     # "a single seed can show the opposite"
+    pre_mean = E.per_layer_grad_norms_over_seeds("pre", seeds=range(10), n_layer=12)["mean"]
+    assert all(a > b for a, b in zip(pre_mean, pre_mean[1:]))       # "fall with height"
+    # "much flatter" with ANDREA's own initialisation
+    assert v["lg_andrea_pre_last"] / v["lg_andrea_pre_first"] > 2 * v["lg_pre_last"] / v["lg_pre_first"]

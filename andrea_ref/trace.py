@@ -145,8 +145,8 @@ def trace_model(model: AndreaModel, ids: torch.Tensor, position: int, top_k: int
     T = ids.shape[-1]
     if not 0 <= position < T:
         raise ValueError(f"position must lie in [0, {T - 1}], got {position}")
-    tok = model.token_embed[ids[0, position]]
-    pos = model.position_embed[position]
+    tok = model.token_embed[ids[0, position]].detach().clone()
+    pos = model.position_embed[position].detach().clone()
     x = model.token_embed[ids] + model.position_embed[:T]
     first = trace_block(model.blocks[0], x, position)
     rms = [float(x[0, position].pow(2).mean().sqrt())]

@@ -80,6 +80,7 @@ def test_trace_model_uses_one_model_and_reproduces_its_logits():
         assert torch.allclose(r["block1"]["out"], model.blocks[0](x))     # the model's own block 1
         logits = model(ids)[0, 5]
     assert torch.allclose(r["logits"], logits, atol=1e-5)
+    assert not any(t.requires_grad for t in (r["token_embed"], r["position_embed"], r["logits"]))
     assert len(r["stream_rms"]) == model.config.n_layer + 1
     assert [tok for tok, _, _ in r["top"]] == torch.topk(logits, 3).indices.tolist()
     V = model.config.vocab_size
@@ -93,3 +94,13 @@ def test_format_vector_is_fixed_width():
     line = TR.format_vector(torch.tensor([1.0, -0.5, 0.0]), digits=3)
     assert line == "+1.000 -0.500 +0.000"
     assert TR.format_vector([torch.tensor(2.0, requires_grad=True)]) == "+2.000"
+
+
+def test_sharper_queries_focus_the_toy_attention_on_itself():
+    """Exercise 6.2: W_q times 10 puts almost all the weight on the traced position."""
+    blk, x = TR.toy_block(), TR.toy_input()
+    with torch.no_grad():
+        blk.attn.w_q.mul_(10)
+    t = TR.trace_block(blk, x, position=2)
+    assert float(t["weights"][0, 2]) > 0.99
+    assert torch.allclose(t["attn"], 0.5 * t["v"][2], atol=0.02)

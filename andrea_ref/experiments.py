@@ -308,21 +308,18 @@ TRACE_STEPS = ("input", "ln_1", "attn", "resid_1", "ln_2", "mlp_hidden", "mlp_ac
 
 
 def token_trace(config: ModelConfig, position: int = 5, seq_len: int = 16, seed: int = 0) -> list[dict]:
-    """Follow the token at ``position`` through the first block of a freshly
-    initialised model built from ``config`` (embeddings included).
+    """Follow the token at ``position`` through the first block of one freshly
+    initialised model built from ``config`` (its embeddings, its block 1).
 
     Returns one row per step: ``step``, ``shape`` (of the whole tensor),
     ``width`` (its last dimension) and ``rms`` of the traced token's vector.
     """
     with _single_thread(), torch.no_grad():
         torch.manual_seed(seed)
-        model = AndreaModel(config.replace(n_layer=1))
+        model = AndreaModel(config)  # one model: its own embeddings and its own block 1
         ids = torch.randint(0, config.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(seed))
         x = model.token_embed[ids] + model.position_embed[:seq_len]
-        # Block 0 of the full-depth model: its output projections carry the
-        # 1/sqrt(2 n_layer) factor of config.n_layer, not of the one-block copy.
-        blk = Block(config)
-        _, inter = blk.forward_with_intermediates(x)
+        _, inter = model.blocks[0].forward_with_intermediates(x)
         tensors = {"input": x, **inter}
         rows = []
         for step in TRACE_STEPS:

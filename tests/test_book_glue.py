@@ -181,15 +181,46 @@ def ch05():
     d, V, T = 768, 8449, ANDREA_120M.context_length
     per_block = (4 * d * d + 4 * d) + (8 * d * d + 5 * d) + 4 * d
     total = 12 * per_block + V * d + T * d + 2 * d
-    trace = {r["step"]: r for r in E.token_trace(ANDREA_120M, position=5, seq_len=16)}
+    # GPT-2 small: the same layout with a vocabulary of 50,257 tokens, written out by hand
+    gV = 50257
+    g_total = 12 * per_block + gV * d + 1024 * d + 2 * d
+    torch.manual_seed(0)
+    model = AndreaModel(ANDREA_120M)
+    ids = torch.randint(0, V, (1, 8), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        logits = model(ids)[0, 7].double()
+        x = model.token_embed[ids] + model.position_embed[:8]
+        _, inter = model.blocks[0].forward_with_intermediates(x)
+        stream = [x]
+        for blk in model.blocks:
+            stream.append(blk(stream[-1]))
+        h = inter["ln_1"][0, :8]
+        a = model.blocks[0].attn
+        q, k = (h @ a.w_q + a.b_q)[7], h @ a.w_k + a.b_k
+        weights = torch.stack([torch.softmax(k[:, i * 64:(i + 1) * 64] @ q[i * 64:(i + 1) * 64] / 8, -1)
+                               for i in range(12)])
+    rms = lambda v: float(v.pow(2).mean().sqrt())  # noqa: E731
+    logp = torch.log_softmax(logits, -1)
     return {
         "p_attn_w": 4 * d * d, "p_mlp_w": 8 * d * d, "p_ln": 4 * d, "p_block": per_block,
         "p_blocks": 12 * per_block, "p_tok": V * d, "p_tok_x2": 2 * V * d, "p_pos": T * d,
         "p_total": total, "p_total_untied": total + V * d, "p_block_share": 12 * per_block / total,
         "p_gap_120": 120_000_000 - total, "p_total_12": count_parameters(CONFIGS["ANDREA-12M"]).total,
         "p_total_480": count_parameters(CONFIGS["ANDREA-480M"]).total, "p_vocab": V, "p_d": d, "p_ctx": T,
-        "tr_in": trace["input"]["rms"], "tr_ln1": trace["ln_1"]["rms"], "tr_attn": trace["attn"]["rms"],
-        "tr_hidden_w": 4 * d, "tr_mlp": trace["mlp"]["rms"], "tr_out": trace["resid_2"]["rms"],
+        "g2_vocab": gV, "g2_total": g_total, "g2_total_m": g_total / 1e6,
+        "g2_embed_share": (gV * d + 1024 * d) / g_total, "p_embed_share": (V * d + T * d) / total,
+        "n_deltas": 24, "n_layer": 12, "init_std": 0.02, "init_out_std": 0.02 / math.sqrt(24),
+        "init_two_l": 24,
+        "tm_T": 8, "tm_uniform": 1 / 8, "tm_w_min": float(weights.min()), "tm_w_max": float(weights.max()),
+        "tm_rms_in": rms(x[0, 7]), "tm_rms_ln1": rms(inter["ln_1"][0, 7]), "tm_rms_attn": rms(inter["attn"][0, 7]),
+        "tm_rms_mlp": rms(inter["mlp"][0, 7]), "tm_rms_out1": rms(stream[1][0, 7]),
+        "tm_rms_last": rms(stream[-1][0, 7]), "tm_hidden_w": 4 * d,
+        "tm_top_p": float(logp.max().exp()), "tm_top_ratio": float(logp.max().exp()) * V,
+        "tm_unif_p": 1 / V, "tm_lnV": math.log(V), "tm_bits": math.log2(V),
+        "tm_entropy": float(-(logp.exp() * logp).sum()), "tm_mean_nll": float(-logp.mean()),
+        "tm_logit_std": float(logits.std(unbiased=False)), "nat_bits": 1 / math.log(2),
+        "ex3_add_andrea": V * d, "ex3_add_gpt2": gV * d,
+        "ex3_share_andrea": 2 * V * d / (total + V * d), "ex3_share_gpt2": 2 * gV * d / (g_total + gV * d),
     }
 
 

@@ -443,3 +443,20 @@ def test_launch_buttons_are_off_in_this_build():
     for rel in _chapters():
         text = (HTML / rel).read_text()
         assert "launch-buttons" not in text and "git-pull?" not in text, rel
+
+
+def test_references_are_listed_the_way_they_are_cited(server, browser_context):
+    """The text cites author-year ("Xiong et al., 2020"); the list is labelled the same way."""
+    context, _ = browser_context
+    page = context.new_page()
+    page.goto(server + "book/references.html", wait_until="load")
+    labels = page.eval_on_selector_all("article .citation .label, article dl.citation dt",
+                                       "els => els.map(e => e.innerText.replace(/[\\[\\]]/g, '').trim())")
+    cited = page.context.request.get(server + "book/05_mlp_and_gelu.html").text()
+    page.close()
+    assert len(labels) >= 5, labels
+    bad = [label for label in labels if not re.fullmatch(r"[A-Z][^\d]+, (19|20)\d\d[a-z]?", label)]
+    assert not bad, f"bibliography labels that are not author-year: {bad}"
+    # a parenthetical citation in a chapter reads exactly as its label in the list
+    in_text = {re.sub(r"</?em>", "", m) for m in re.findall(r'references\.html#[^"]+"[^>]*>([^<]*(?:<em>[^<]*</em>[^<]*)?)</a>', cited)}
+    assert in_text & set(labels), (sorted(in_text)[:5], labels[:5])

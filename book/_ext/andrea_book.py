@@ -138,7 +138,7 @@ def _register_bibliography_style() -> None:
     from pybtex.style.labels import BaseLabelStyle
 
     class AuthorYearLabels(BaseLabelStyle):
-        """"Vaswani et al. 2017", "Ba, Kiros and Hinton 2016": as the text cites them."""
+        """"Vaswani et al., 2017", "Hendrycks and Gimpel, 2016": as the text cites them."""
 
         def format_labels(self, sorted_entries):
             seen: dict[str, int] = {}
@@ -163,7 +163,7 @@ def _register_bibliography_style() -> None:
                 who = f"{names[0]} and {names[1]}"
             else:
                 who = f"{names[0]} et al."
-            return f"{who} {entry.fields.get('year', 'n.d.')}"
+            return f"{who}, {entry.fields.get('year', 'n.d.')}"
 
     class AndreaStyle(PlainStyle):
         default_label_style = AuthorYearLabels

@@ -337,13 +337,13 @@ def test_solutions_stay_folded_until_clicked(server, browser_context):
 
 
 def test_computed_numbers_read_as_body_text(server, browser_context):
-    """{glue:text} values are set in the paragraph's own weight and font, not bold or code."""
+    """{glue:text} and {glue:} values are set in the paragraph's own weight and font, not bold or code."""
     context, _ = browser_context
     seen, problems = 0, []
     for rel in _chapters():
         page = context.new_page()
         page.goto(server + rel, wait_until="load")
-        styles = page.evaluate("""() => Array.from(document.querySelectorAll('article span.pasted-text')).map(e => {
+        styles = page.evaluate("""() => Array.from(document.querySelectorAll('article span.pasted-text, article p > span.output, article li > span.output')).map(e => {
             const s = getComputedStyle(e), p = getComputedStyle(e.parentElement);
             return {text: e.innerText, weight: s.fontWeight, pweight: p.fontWeight,
                     family: s.fontFamily, pfamily: p.fontFamily, parent: e.parentElement.tagName};

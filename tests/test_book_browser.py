@@ -6,11 +6,21 @@ blocked and recorded. On every page: math is typeset by the vendored MathJax and
 raw TeX is left, every image has loaded, the console shows no error; every internal
 link (and its #fragment) resolves; the search page finds a term. A screenshot of one
 chapter is saved to _build/screenshots/ for review.
+
+Layout: on the chapters (book/01..08), no code-cell output or shown code is wider than
+its box at 1280 px; no page scrolls sideways at 420 px (wide math, tables and code
+scroll inside their own box); every chapter has its objectives and its summary; exercise
+solutions are folded until their title is clicked (pages with none are skipped);
+numbers computed at build time read as body text;
+the welcome page is in the left navigation; each notebook chapter offers its .ipynb and
+its source for download. Launch buttons are tested without a browser (launch_links).
 """
 from __future__ import annotations
 
 import functools
 import http.server
+import importlib.util
+import re
 import shutil
 import threading
 import urllib.parse
@@ -24,6 +34,11 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 
 pytestmark = pytest.mark.slow
+
+
+def _chapters() -> list[str]:
+    """book/01..08 as built pages (the numbered chapters of _toc.yml)."""
+    return [p for p in _pages() if re.fullmatch(r"book/0[1-8]_[a-z0-9_]+\.html", p)]
 
 
 def _pages() -> list[str]:
@@ -186,7 +201,7 @@ def test_search_finds_a_term(server, browser_context):
     page.wait_for_selector("ul.search li", timeout=20_000)
     hits = page.eval_on_selector_all("ul.search li a", "els => els.map(e => e.getAttribute('href'))")
     page.close()
-    assert any("03_residual_connections" in h for h in hits), hits
+    assert any("04_layernorm_and_placement" in h for h in hits), hits
 
 
 def test_screenshot_of_a_chapter(server, browser_context):
@@ -202,3 +217,247 @@ def test_screenshot_of_a_chapter(server, browser_context):
     page.screenshot(path=str(figure))
     page.close()
     assert top.stat().st_size > 20_000 and figure.stat().st_size > 20_000
+
+
+def _wait_for_math(page) -> None:
+    page.evaluate("async () => { if (window.MathJax && MathJax.startup && MathJax.startup.promise)"
+                  " await MathJax.startup.promise; }")
+
+
+# Boxes of code-cell output, and of shown code, whose content is wider than the box
+# (cut off, or reachable only by scrolling sideways).
+OUTPUT_OVERFLOW_JS = """() => {
+  const boxes = document.querySelectorAll(
+    'div.cell_output, div.cell_output .output, div.cell_output pre, div.cell_output .text_html, '
+    + 'div.cell_input pre, article div.highlight pre');
+  return Array.from(boxes).filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
+    .map(e => `${e.className || e.tagName}: ${e.scrollWidth} px in ${e.clientWidth} px: `
+              + JSON.stringify(e.innerText.slice(0, 60)));
+}"""
+
+# The widest elements that stick out of the viewport (to say what makes a page scroll).
+PAGE_OVERFLOW_JS = """() => {
+  const width = document.documentElement.clientWidth;
+  const total = Math.max(document.documentElement.scrollWidth, document.body.scrollWidth);
+  const culprits = [];
+  if (total > width + 1) {
+    for (const e of document.querySelectorAll('article *')) {
+      const r = e.getBoundingClientRect();
+      if (r.right > width + 1 && e.offsetParent !== null) {
+        let inside = false;  // already inside a box that scrolls or clips
+        for (let p = e.parentElement; p && p !== document.body; p = p.parentElement) {
+          const s = getComputedStyle(p);
+          if (['auto', 'scroll', 'hidden', 'clip'].includes(s.overflowX) && p.getBoundingClientRect().right <= width + 1) { inside = true; break; }
+        }
+        if (!inside) culprits.push(`${e.tagName.toLowerCase()}.${e.className}`.slice(0, 80) + ` (right edge ${Math.round(r.right)} px)`);
+      }
+      if (culprits.length >= 5) break;
+    }
+  }
+  return {width, total, culprits};
+}"""
+
+
+def test_chapter_outputs_fit_at_1280px(server, browser_context):
+    """No printed output or shown code is cut off on the right (or needs a scroll bar) on a desktop screen."""
+    context, _ = browser_context
+    problems, outputs = [], 0
+    for rel in _chapters():
+        page = context.new_page()
+        page.goto(server + rel, wait_until="load")
+        _wait_for_math(page)
+        outputs += page.locator("div.cell_output").count()
+        problems += [f"{rel}: {p}" for p in page.evaluate(OUTPUT_OVERFLOW_JS)]
+        page.close()
+    assert outputs > 0, "no code-cell output found on any chapter"
+    assert not problems, "outputs or code wider than their box at 1280 px:\n" + "\n".join(problems)
+
+
+def test_no_page_scrolls_sideways_at_420px(server, browser_context):
+    """On a phone-sized screen only wide formulas, tables and code scroll, inside their own box."""
+    context, _ = browser_context
+    problems = []
+    for rel in _pages():
+        page = context.new_page()
+        page.set_viewport_size({"width": 420, "height": 860})
+        page.goto(server + rel, wait_until="load")
+        _wait_for_math(page)
+        found = page.evaluate(PAGE_OVERFLOW_JS)
+        if found["total"] > found["width"] + 1:
+            problems.append(f"{rel}: page is {found['total']} px wide in a {found['width']} px "
+                            f"viewport; sticking out: {found['culprits']}")
+        page.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_every_chapter_has_objectives_and_summary(server, browser_context):
+    context, _ = browser_context
+    chapters = _chapters()
+    assert len(chapters) == 8, chapters
+    missing = []
+    for rel in chapters:
+        page = context.new_page()
+        page.goto(server + rel, wait_until="load")
+        for cls in ("objectives", "summary"):
+            box = page.locator(f"article .admonition.{cls}")
+            if box.count() == 0 or not box.first.is_visible() or len(box.first.inner_text().strip()) < 20:
+                missing.append(f"{rel}: no visible admonition of class {cls!r}")
+        page.close()
+    assert not missing, "chapters without their objectives or summary " \
+        "(`:::{admonition} ...` with `:class: objectives` / `:class: summary`):\n" + "\n".join(missing)
+
+
+def test_solutions_stay_folded_until_clicked(server, browser_context):
+    context, _ = browser_context
+    checked, problems = 0, []
+    for rel in _pages():
+        page = context.new_page()
+        page.goto(server + rel, wait_until="load")
+        solutions = page.locator("article .solution")
+        for i in range(solutions.count()):
+            sol = solutions.nth(i)
+            label = f"{rel}: solution {i + 1} ({sol.locator('.admonition-title').first.inner_text().strip()[:50]!r})"
+            body = sol.locator(":scope > :not(.admonition-title)")
+            if "dropdown" not in (sol.get_attribute("class") or "").split() or body.count() == 0:
+                problems.append(f"{label}: not a folded dropdown (needs `:class: dropdown`)")
+                continue
+            if any(body.nth(j).is_visible() for j in range(body.count())):
+                problems.append(f"{label}: visible before it is clicked")
+                continue
+            sol.locator(":scope > .admonition-title").first.click()
+            try:
+                body.first.wait_for(state="visible", timeout=3_000)
+            except Exception:
+                problems.append(f"{label}: still hidden after a click on its title")
+                continue
+            checked += 1
+        page.close()
+    if checked == 0 and not problems:
+        pytest.skip("no page has an exercise solution yet")
+    assert not problems, "\n".join(problems)
+
+
+def test_computed_numbers_read_as_body_text(server, browser_context):
+    """{glue:text} and {glue:} values are set in the paragraph's own weight and font, not bold or code."""
+    context, _ = browser_context
+    seen, problems = 0, []
+    for rel in _chapters():
+        page = context.new_page()
+        page.goto(server + rel, wait_until="load")
+        styles = page.evaluate("""() => Array.from(document.querySelectorAll('article span.pasted-text, article p > span.output, article li > span.output')).map(e => {
+            const s = getComputedStyle(e), p = getComputedStyle(e.parentElement);
+            return {text: e.innerText, weight: s.fontWeight, pweight: p.fontWeight,
+                    family: s.fontFamily, pfamily: p.fontFamily, parent: e.parentElement.tagName};
+        })""")
+        for st in styles:
+            seen += 1
+            if st["weight"] != st["pweight"] or st["family"] != st["pfamily"]:
+                problems.append(f"{rel}: {st['text']!r} is set in weight {st['weight']} / {st['family'][:30]} "
+                                f"inside {st['parent']} of weight {st['pweight']} / {st['pfamily'][:30]}")
+        page.close()
+    assert seen > 10, f"only {seen} computed numbers found in the chapters"
+    assert not problems, "\n".join(problems[:20])
+
+
+def test_welcome_page_is_in_the_navigation(server, browser_context):
+    context, _ = browser_context
+    page = context.new_page()
+    page.goto(server + "book/03_residual_connections.html", wait_until="load")
+    hrefs = page.eval_on_selector_all("nav.bd-docs-nav a, .bd-sidebar-primary nav a",
+                                      "els => els.map(e => e.getAttribute('href'))")
+    page.close()
+    assert any(h and h.split("#")[0].endswith("01_welcome.html") for h in hrefs), hrefs
+    # the welcome page, chapters 02..08, the glossary and the references (this page links to itself as #)
+    assert len(hrefs) >= 10, hrefs
+
+
+def test_chapters_offer_their_notebook_and_source_for_download(server, browser_context):
+    context, _ = browser_context
+    problems = []
+    for rel in _chapters():
+        page = context.new_page()
+        page.goto(server + rel, wait_until="load")
+        links = page.eval_on_selector_all(".dropdown-download-buttons a",
+                                          "els => els.map(e => e.href)")
+        page.close()
+        stem = rel[: -len(".html")]
+        md = [h for h in links if h.endswith(f"_sources/{stem}.md")]
+        if not md:
+            problems.append(f"{rel}: no download of {stem}.md ({links})")
+        has_code = "```{code-cell}" in (ROOT / f"{stem}.md").read_text()
+        nb = [h for h in links if h.endswith(f"_sources/{stem}.ipynb")]
+        if has_code and not nb:
+            problems.append(f"{rel}: no download of {stem}.ipynb ({links})")
+        for href in md + nb:
+            resp = context.request.get(href)
+            if not resp.ok:
+                problems.append(f"{rel}: {href} answers HTTP {resp.status}")
+            elif href.endswith(".ipynb"):
+                # the chapter's own code cells, runnable in Jupyter (outputs are there when the
+                # chapter was executed by this build, not when its outputs came from the cache)
+                nb = resp.json()
+                code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+                expected = (ROOT / f"{stem}.md").read_text().count("```{code-cell}")
+                if nb.get("metadata", {}).get("kernelspec", {}).get("language") != "python" \
+                        or len(code) != expected:
+                    problems.append(f"{rel}: the downloaded notebook has {len(code)} code cells "
+                                    f"(the chapter has {expected}) or no Python kernelspec")
+    assert not problems, "\n".join(problems)
+
+
+def _extension():
+    spec = importlib.util.spec_from_file_location("andrea_book", ROOT / "book" / "_ext" / "andrea_book.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_launch_buttons_follow_the_repository_address():
+    """Off while `repository: url:` is empty; then Colab, and JupyterHub once a hub is named,
+    both opening the chapter's notebook from the branch the book is published on."""
+    ext = _extension()
+    launch = {"notebook_interface": "jupyterlab", "jupyterhub_url": "", "notebooks_branch": "gh-pages",
+              "colab_url": "https://colab.research.google.com"}
+    page = "book/05_mlp_and_gelu"
+    assert ext.launch_links(launch, "", page) == []
+    assert ext.launch_links(launch, "https://example.org/not/github", page) == []
+    assert ext.launch_links({**launch, "notebooks_branch": ""}, "https://github.com/o/r", page) == []
+    links = ext.launch_links(launch, "https://github.com/andrea-lab/block-lab.git", page)
+    assert [link["text"] for link in links] == ["Colab"]
+    assert links[0]["url"] == ("https://colab.research.google.com/github/andrea-lab/block-lab/blob/"
+                               "gh-pages/_sources/book/05_mlp_and_gelu.ipynb")
+    links = ext.launch_links({**launch, "jupyterhub_url": "https://hub.example.org/"},
+                             "https://github.com/andrea-lab/block-lab", page)
+    assert [link["text"] for link in links] == ["JupyterHub", "Colab"]
+    assert links[0]["url"] == ("https://hub.example.org/hub/user-redirect/git-pull?"
+                               "repo=https%3A//github.com/andrea-lab/block-lab&branch=gh-pages&"
+                               "urlpath=lab/tree/block-lab/_sources/book/05_mlp_and_gelu.ipynb")
+
+
+def test_launch_buttons_are_off_in_this_build():
+    """The book's _config.yml leaves the repository address empty, so no page has a launch button."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    if (config.get("repository") or {}).get("url"):
+        pytest.skip("a repository address is set: launch buttons are on")
+    for rel in _chapters():
+        text = (HTML / rel).read_text()
+        assert "launch-buttons" not in text and "git-pull?" not in text, rel
+
+
+def test_references_are_listed_the_way_they_are_cited(server, browser_context):
+    """The text cites author-year ("Xiong et al., 2020"); the list is labelled the same way."""
+    context, _ = browser_context
+    page = context.new_page()
+    page.goto(server + "book/references.html", wait_until="load")
+    labels = page.eval_on_selector_all("article .citation .label, article dl.citation dt",
+                                       "els => els.map(e => e.innerText.replace(/[\\[\\]]/g, '').trim())")
+    cited = page.context.request.get(server + "book/05_mlp_and_gelu.html").text()
+    page.close()
+    assert len(labels) >= 5, labels
+    bad = [label for label in labels if not re.fullmatch(r"[A-Z][^\d]+, (19|20)\d\d[a-z]?", label)]
+    assert not bad, f"bibliography labels that are not author-year: {bad}"
+    # a parenthetical citation in a chapter reads exactly as its label in the list
+    in_text = {re.sub(r"</?em>", "", m) for m in re.findall(r'references\.html#[^"]+"[^>]*>([^<]*(?:<em>[^<]*</em>[^<]*)?)</a>', cited)}
+    assert in_text & set(labels), (sorted(in_text)[:5], labels[:5])

@@ -1,13 +1,34 @@
 """Small Sphinx adjustments for the course book.
 
-The book has no live-code (Thebe) buttons, but Jupyter Book always loads the
-sphinx-thebe extension, whose inline configuration script ends up twice on every
-page and makes the browser report "Identifier 'THEBE_JS_URL' has already been
-declared". This extension drops sphinx-thebe's scripts from the pages.
+- Thebe: the book has no live-code buttons, but Jupyter Book always loads the
+  sphinx-thebe extension, whose inline configuration script ends up twice on every
+  page and makes the browser report "Identifier 'THEBE_JS_URL' has already been
+  declared". Its scripts are dropped from the pages.
+- Layout: book/_static/andrea.css (long outputs wrap, wide math and tables scroll
+  inside themselves, numbers computed at build time read as body text).
+- Downloads: every chapter that is a notebook offers it as .ipynb (the notebook
+  MyST-NB wrote to _build/jupyter_execute) beside its MyST source (.md) in the
+  theme's download button.
+- Launch buttons (JupyterHub through nbgitpuller, Colab), configured in _config.yml
+  only (``repository: url:`` and ``launch_buttons:``) and off while the repository
+  address is empty. The chapters are MyST-markdown files, which neither Colab nor a
+  plain JupyterLab opens as notebooks, so both buttons open the chapter's
+  notebook as the published book serves it, ``_sources/<page>.ipynb`` on the branch
+  named by ``launch_buttons: notebooks_branch:``.
+- References: the pybtex style "andrea" labels the bibliography "Author et al. Year",
+  the way ``bibtex_reference_style: author_year`` cites in the text.
 """
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+from urllib.parse import urlencode
 
+STATIC = Path(__file__).resolve().parent.parent / "_static"
+LAUNCH_KEYS = ("jupyterhub_url", "colab_url", "binderhub_url", "deepnote_url", "jupyterlite_url")
+
+
+# --------------------------------------------------------------------------- thebe
 def _is_thebe(script) -> bool:
     filename = str(getattr(script, "filename", script) or "")
     body = str(getattr(script, "attributes", {}).get("body", "") or "")
@@ -20,6 +41,143 @@ def _drop_thebe(app, pagename, templatename, context, doctree):
         context["script_files"] = [s for s in scripts if not _is_thebe(s)]
 
 
+# ------------------------------------------------------------------ launch buttons
+def github_parts(repository_url: str) -> tuple[str, str] | None:
+    """(owner, repo) of a GitHub repository address, or None if it is not one."""
+    url = (repository_url or "").strip().rstrip("/")
+    if url.endswith(".git"):
+        url = url[:-4]
+    marker = "github.com/"
+    if marker not in url:
+        return None
+    parts = url.split(marker, 1)[1].split("/")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        return None
+    return parts[0], parts[1]
+
+
+def launch_links(launch: dict, repository_url: str, pagename: str) -> list[dict]:
+    """The launch buttons of one notebook page: [{"text", "url", ...}], empty when off.
+
+    Off while the repository address is empty (or not a GitHub repository) or the
+    branch serving the built book is not named. JupyterHub: nbgitpuller clones that
+    branch into a folder named after the repository and opens the chapter's notebook
+    in the chosen interface. Colab: opens the same notebook from GitHub.
+    """
+    parts = github_parts(repository_url)
+    branch = str(launch.get("notebooks_branch") or "").strip()
+    if parts is None or not branch:
+        return []
+    owner, repo = parts
+    notebook = f"_sources/{pagename}.ipynb"
+    ui = {"classic": "tree", "jupyterlab": "lab/tree"}.get(launch.get("notebook_interface", "jupyterlab"), "lab/tree")
+    links = []
+    hub = str(launch.get("jupyterhub_url") or "").strip().rstrip("/")
+    if hub:
+        query = urlencode({"repo": f"https://github.com/{owner}/{repo}", "branch": branch,
+                           "urlpath": f"{ui}/{repo}/{notebook}"}, safe="/")
+        links.append({"text": "JupyterHub", "tooltip": "Launch on JupyterHub",
+                      "icon": "_static/images/logo_jupyterhub.svg",
+                      "url": f"{hub}/hub/user-redirect/git-pull?{query}"})
+    colab = str(launch.get("colab_url") or "").strip().rstrip("/")
+    if colab:
+        links.append({"text": "Colab", "tooltip": "Launch on Colab",
+                      "icon": "_static/images/logo_colab.png",
+                      "url": f"{colab}/github/{owner}/{repo}/blob/{branch}/{notebook}"})
+    return links
+
+
+def _take_over_launch_buttons(app, config):
+    """Keep the launch settings for ourselves: the theme's own buttons would point at
+    the .md files, and it fails outright when a provider is set but no repository."""
+    options = dict(config.html_theme_options or {})
+    app.andrea_launch = dict(options.get("launch_buttons") or {})
+    app.andrea_repository_url = str(options.get("repository_url") or "")
+    options["launch_buttons"] = {key: ("" if key in LAUNCH_KEYS else value)
+                                 for key, value in app.andrea_launch.items() if key != "thebe"}
+    options["launch_buttons"]["thebe"] = False
+    config.html_theme_options = options
+    # book/_static/andrea.css (added to every page in setup)
+    config.html_static_path = list(config.html_static_path or []) + [str(STATIC)]
+
+
+def _is_notebook(app, pagename) -> bool:
+    return "kernelspec" in app.env.metadata.get(pagename, {})
+
+
+def _notebook_downloads_and_launch(app, pagename, templatename, context, doctree):
+    """Runs before the theme builds its header buttons (priority 501)."""
+    if doctree is None or not _is_notebook(app, pagename):
+        return
+    executed = Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+    if executed.is_file():
+        target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(executed, target)
+        context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _add_launch_group(app, pagename, templatename, context, doctree):
+    """After the theme's buttons (priority 502): the launch group, when it is on."""
+    if doctree is None or not _is_notebook(app, pagename) or "header_buttons" not in context:
+        return
+    links = launch_links(getattr(app, "andrea_launch", {}), getattr(app, "andrea_repository_url", ""), pagename)
+    if not links:
+        return
+    context["header_buttons"].append({
+        "type": "group", "tooltip": "Launch interactive content", "icon": "fas fa-rocket",
+        "label": "launch-buttons",
+        "buttons": [{"type": "link", "label": f"launch-{link['text'].lower()}", **link} for link in links],
+    })
+
+
+# --------------------------------------------------------------------- references
+def _register_bibliography_style() -> None:
+    from pybtex.plugin import register_plugin
+    from pybtex.style.formatting.plain import Style as PlainStyle
+    from pybtex.style.labels import BaseLabelStyle
+
+    class AuthorYearLabels(BaseLabelStyle):
+        """"Vaswani et al., 2017", "Hendrycks and Gimpel, 2016": as the text cites them."""
+
+        def format_labels(self, sorted_entries):
+            seen: dict[str, int] = {}
+            labels = [self._label(entry) for entry in sorted_entries]
+            totals = {label: labels.count(label) for label in labels}
+            for label in labels:
+                if totals[label] > 1:  # two works by the same authors in one year: 2020a, 2020b
+                    seen[label] = seen.get(label, 0) + 1
+                    label += "abcdefghijklmnopqrstuvwxyz"[seen[label] - 1]
+                yield label
+
+        @staticmethod
+        def _label(entry) -> str:
+            persons = entry.persons.get("author") or entry.persons.get("editor") or []
+            names = [" ".join(p.prelast_names + p.last_names) for p in persons]
+            names = [n.replace("{", "").replace("}", "") for n in names]
+            if not names:
+                who = entry.fields.get("organization") or entry.fields.get("title", "Anon.").split(":")[0]
+            elif len(names) == 1:
+                who = names[0]
+            elif len(names) == 2:
+                who = f"{names[0]} and {names[1]}"
+            else:
+                who = f"{names[0]} et al."
+            return f"{who}, {entry.fields.get('year', 'n.d.')}"
+
+    class AndreaStyle(PlainStyle):
+        default_label_style = AuthorYearLabels
+        default_sorting_style = "author_year_title"
+
+    register_plugin("pybtex.style.formatting", "andrea", AndreaStyle, force=True)
+
+
+# -------------------------------------------------------------------------- setup
 def setup(app):
+    _register_bibliography_style()
+    app.connect("config-inited", _take_over_launch_buttons)
+    app.connect("html-page-context", _notebook_downloads_and_launch, priority=499)
+    app.connect("html-page-context", _add_launch_group, priority=502)
     app.connect("html-page-context", _drop_thebe, priority=900)
+    app.add_css_file("andrea.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -10,11 +10,12 @@ uses PAM or its institution's login).
 1. The test creates an instructor and two learners as OS users (private homes).
 2. The instructor's course folder is prepared (``scripts/hub.py course``) and the
    instructor releases ``01_layernorm`` with ``nbgrader release_assignment``, run as the
-   instructor's OS user.
+   instructor's OS user; the instructor logs in and is offered every nbgrader tool, and
+   the Formgrader lists the course's assignments, this one as released.
 3. Each learner logs in in headless Chromium, opens Nbgrader -> Assignment List (no
-   instructor tool on offer), fetches the assignment, opens the notebook, types an answer
-   into the answer cell (one the solution's code, one with the unbiased variance), saves,
-   and submits from the Assignment List.
+   instructor tool on offer, no Formgrader served), fetches the assignment, opens the
+   notebook, types an answer into the answer cell (one the solution's code, one with the
+   unbiased variance), saves, and submits from the Assignment List.
 4. ``scripts/hub.py return``: the instructor collects; the course's grading command
    (``python -m classroom.grade``, sandboxed, independent check) grades into the course
    gradebook; the feedback is released through nbgrader's exchange.
@@ -56,6 +57,7 @@ ASSIGNMENT = "01_layernorm"
 NOTEBOOK = "layernorm.ipynb"
 FULL_MARKS = 10.0
 PASSWORD = "class-" + secrets.token_hex(8)
+INSTRUCTOR_PASSWORD = "teach-" + secrets.token_hex(20)  # the authenticator asks for 32 characters or more
 TAG = secrets.token_hex(3)
 INSTRUCTOR = f"ablteach{TAG}"
 RIGHT = f"ablright{TAG}"
@@ -150,6 +152,7 @@ def hub():
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "ANDREA_"))}
         env.update({k: str(v) for k, v in ports.items()})
         env.update(ANDREA_HUB_AUTH="shared-password", ANDREA_HUB_PASSWORD=PASSWORD,
+                   ANDREA_HUB_INSTRUCTOR_PASSWORD=INSTRUCTOR_PASSWORD,
                    ANDREA_HUB_INSTRUCTORS=INSTRUCTOR, ANDREA_HUB_LEARNERS=",".join(LEARNERS),
                    ANDREA_HUB_EXCHANGE=str(exchange), ANDREA_HUB_STATE=str(state))
         hubpy = [sys.executable, str(ROOT / "scripts" / "hub.py")]
@@ -226,11 +229,11 @@ def _context(browser, blocked: list[str]):
     return context
 
 
-def _login(context, url: str, user: str):
+def _login(context, url: str, user: str, password: str = PASSWORD):
     page = context.new_page()
     page.goto(url + "/hub/login", wait_until="load")
     page.fill("input[name=username]", user)
-    page.fill("input[name=password]", PASSWORD)
+    page.fill("input[name=password]", password)
     page.click("input[type=submit], button[type=submit]")
     page.wait_for_url(re.compile(rf"/user/{user}/lab"), timeout=180_000)
     page.wait_for_selector("#jp-main-dock-panel", timeout=120_000)
@@ -262,6 +265,8 @@ def _learner_hands_in(browser, url: str, user: str, body: str, blocked: list[str
     context = _context(browser, blocked)
     page = _login(context, url, user)
     _assignment_list(page)
+    # and the Formgrader is not served to a learner at all
+    assert page.request.get(f"{url}/user/{user}/formgrader/api/assignments").status == 404
     fetch = _row(page, "released_assignments_list").locator("button", has_text="Fetch").first
     fetch.wait_for()
     fetch.click()
@@ -356,6 +361,20 @@ def test_class_on_the_hub(hub, browser):
                             "ANDREA_EXCHANGE": str(exchange)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert (exchange / "andrea-block-lab" / "outbound" / ASSIGNMENT / NOTEBOOK).is_file()
+
+    # the instructor's JupyterLab: every nbgrader tool; the Formgrader works on the course
+    # folder and sees the release in the shared exchange
+    context = _context(browser, blocked)
+    page = _login(context, url, INSTRUCTOR, INSTRUCTOR_PASSWORD)
+    labels = _nbgrader_menu(page)
+    page.keyboard.press("Escape")
+    assert {"Formgrader", "Course List", "Assignment List"} <= set(labels), labels
+    resp = page.request.get(f"{url}/user/{INSTRUCTOR}/formgrader/api/assignments")
+    assert resp.status == 200, resp.status
+    status = {a["name"]: a["status"] for a in resp.json()}
+    released = sorted(p.name for p in (ROOT / "exercises").iterdir() if p.is_dir())
+    assert sorted(status) == released and status[ASSIGNMENT] == "released", status
+    context.close()
 
     # two learners fetch, answer in the browser and submit
     _learner_hands_in(browser, url, RIGHT, _solution_body(), blocked)

@@ -6,13 +6,15 @@
 #   make lab    open the graded notebooks in JupyterLab, as a learner sees them
 #   make learner-kit   the learner's kit: notebooks, course package (wheel), book
 #   make release / make instructor / make grade SUBMISSIONS=...   for instructors
+#   make hub    run the course for a class on a JupyterHub on this machine (as root)
+#   make test-class   the class on the hub, end to end in Chromium (as root; slow)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps bookdeps book test test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade
+.PHONY: all venv sysdeps bookdeps book test test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade hubdeps hub test-class
 
 all: book
 
@@ -133,6 +135,42 @@ endif
 selfcheck: $(STAMP)
 	mkdir -p cuda/results
 	$(PY) -m andrea_ref.kernels.selfcheck --require-gpu --json cuda/results/selfcheck-$$(date +%Y-%m-%d).json
+
+# The course on a JupyterHub for a class (README, "Running the course on a JupyterHub"):
+# an environment of its own, .venv-hub (the course's requirements, JupyterHub, and the
+# course package installed, so that learners' servers need nothing from this repository),
+# rebuilt when its requirements change; configurable-http-proxy from npm in hub/node_modules.
+HUB_VENV := .venv-hub
+HUB_PY := $(HUB_VENV)/bin/python
+HUB_STAMP := $(HUB_VENV)/.installed
+HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
+INSTRUCTOR ?= instructor
+# Each person's server runs as their own OS user, so the interpreter must be one every user
+# may run: the system's Python 3.11 (python3 and python3-venv), not one under root's home.
+HUB_PYTHON ?= /usr/bin/python3
+
+$(HUB_STAMP): requirements.txt hub/requirements.txt pyproject.toml setup.py
+	$(HUB_PYTHON) -m venv $(HUB_VENV)
+	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) -r requirements.txt -r hub/requirements.txt $(PIP_QUIET)
+	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps --force-reinstall . $(PIP_QUIET)
+	rm -rf build
+	touch $@
+
+$(HUB_PROXY): hub/package.json
+	npm install --prefix hub --no-package-lock --no-audit --no-fund --silent
+	touch $@
+
+hubdeps: $(HUB_STAMP) $(HUB_PROXY) sysdeps bookdeps
+
+# Run as root. INSTRUCTOR (default: instructor) is an existing OS user; learners log in
+# with their OS accounts (PAM) once added on the hub's admin page or in ANDREA_HUB_LEARNERS.
+hub: hubdeps
+	$(HUB_PY) scripts/hub.py setup
+	$(HUB_PY) scripts/hub.py course $(INSTRUCTOR)
+	ANDREA_HUB_INSTRUCTORS=$${ANDREA_HUB_INSTRUCTORS:-$(INSTRUCTOR)} $(HUB_PY) scripts/hub.py run
+
+test-class: hubdeps
+	$(HUB_PY) -m pytest -p no:cacheprovider tests/test_class_hub.py
 
 clean:
 	rm -rf _build _build_instructor .pytest_cache

@@ -1,0 +1,188 @@
+"""The course on a JupyterHub on one machine (``make hub``; README, "Running the course on a
+JupyterHub"). Run as root, with the hub's environment (``.venv-hub``).
+
+    scripts/hub.py setup                 the exchange and the hub's state folder
+    scripts/hub.py course INSTRUCTOR     the instructor's course folder ~INSTRUCTOR/andrea-block-lab
+    scripts/hub.py run                   start JupyterHub (hub/jupyterhub_config.py)
+    scripts/hub.py return INSTRUCTOR ASSIGNMENT
+                                         collect, grade with the course's sandboxed grader,
+                                         release the feedback to the learners
+
+**setup.** nbgrader's exchange (``ANDREA_HUB_EXCHANGE``, default ``/srv/nbgrader/exchange``)
+is made world-writable with the sticky bit, as nbgrader's documentation asks of a shared
+exchange (``chmod ugo+rw``; the sticky bit keeps a learner from removing what another
+put there). nbgrader itself gives each course's ``inbound`` and ``feedback`` folders
+write-and-enter but no read for others, so a learner cannot list anyone's submission or
+feedback, and names each with a secret. The hub's state (``ANDREA_HUB_STATE``, default
+``/srv/andrea-hub``) is root's only.
+
+**course.** Copies the course (``nbgrader_config.py``, ``solutions/`` and the released
+``exercises/``) into the instructor's home, owned by the instructor, and records the four
+assignments in its gradebook, so the instructor's Formgrader and ``nbgrader
+release_assignment NAME`` (run in that folder) work at once.
+
+**return.** As the instructor, ``nbgrader collect``; as root, ``python -m classroom.grade``
+on the collected notebooks (each learner's code in the sandbox; the points from the
+independent check) into the course's gradebook; the feedback pages it writes are put
+where ``nbgrader release_feedback`` expects them (with each submission's timestamp and
+secret), and released, as the instructor. Each learner then gets their own page with
+**Fetch Feedback** in the Assignment List (or ``nbgrader fetch_feedback``).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+HUB = ROOT / "hub"
+COURSE_ID = "andrea-block-lab"
+COURSE_DIR = COURSE_ID  # in the instructor's home
+VENV_BIN = Path(sys.prefix) / "bin"
+
+
+def exchange_root() -> Path:
+    return Path(os.environ.get("ANDREA_HUB_EXCHANGE") or "/srv/nbgrader/exchange")
+
+
+def state_root() -> Path:
+    return Path(os.environ.get("ANDREA_HUB_STATE") or "/srv/andrea-hub")
+
+
+def setup() -> None:
+    ex = exchange_root()
+    ex.mkdir(parents=True, exist_ok=True)
+    os.chmod(ex, 0o1777)
+    st = state_root()
+    st.mkdir(parents=True, exist_ok=True)
+    os.chmod(st, 0o700)
+    print(f"exchange {ex} (1777), hub state {st} (0700)")
+
+
+def _as_user(user: str, cmd: list[str], cwd: Path, role: str = "instructor", check: bool = True,
+              **kw) -> subprocess.CompletedProcess:
+    """Run ``cmd`` as the OS user ``user``, with the environment the hub gives their server."""
+    pw = pwd.getpwnam(user)
+    env = {"HOME": pw.pw_dir, "USER": user, "LOGNAME": user, "LANG": "C.UTF-8",
+           "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
+           "JUPYTER_CONFIG_PATH": str(HUB / "jupyter-config" / role),
+           "ANDREA_EXCHANGE": str(exchange_root())}
+    return subprocess.run(cmd, cwd=cwd, env=env, user=pw.pw_uid, group=pw.pw_gid, extra_groups=[],
+                          check=check, text=True, capture_output=True, **kw)
+
+
+def _nbgrader(user: str, *args: str, cwd: Path) -> str:
+    try:
+        r = _as_user(user, [str(VENV_BIN / "nbgrader"), *args], cwd=cwd)
+    except subprocess.CalledProcessError as e:
+        raise SystemExit(f"nbgrader {' '.join(args)} failed as {user}:\n{e.stdout}{e.stderr}") from None
+    return r.stdout + r.stderr
+
+
+def course_dir(instructor: str) -> Path:
+    return Path(pwd.getpwnam(instructor).pw_dir) / COURSE_DIR
+
+
+def course(instructor: str) -> Path:
+    pw = pwd.getpwnam(instructor)
+    home = Path(pw.pw_dir)
+    dest = home / COURSE_DIR
+    dest.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(ROOT / "nbgrader_config.py", dest / "nbgrader_config.py")
+    for sub in ("solutions", "exercises"):
+        shutil.rmtree(dest / sub, ignore_errors=True)
+        shutil.copytree(ROOT / sub, dest / sub, ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+    for p in [dest, *dest.rglob("*")]:
+        os.chown(p, pw.pw_uid, pw.pw_gid)
+    os.chmod(home, 0o700)
+    os.chmod(dest, 0o700)
+    for a in sorted(p.name for p in (dest / "solutions").iterdir() if p.is_dir()):
+        r = _as_user(instructor, [str(VENV_BIN / "nbgrader"), "db", "assignment", "add", a], cwd=dest, check=False)
+        if r.returncode != 0 and "already exists" not in (r.stdout + r.stderr):
+            raise SystemExit(f"nbgrader db assignment add {a} failed:\n{r.stdout}{r.stderr}")
+    print(f"course folder {dest} (owned by {instructor})")
+    return dest
+
+
+def return_feedback(instructor: str, assignment: str, workers: int | None = None) -> Path:
+    """Collect, grade, release feedback; returns the grading output folder."""
+    pw = pwd.getpwnam(instructor)
+    cdir = course_dir(instructor)
+    print(_nbgrader(instructor, "collect", "--update", assignment, cwd=cdir), end="")
+    submitted = cdir / "submitted"
+    # the grader's input: the released notebooks and timestamp of each submission
+    # (nbgrader's submission secret stays with the instructor)
+    work = state_root() / "grading" / assignment
+    intake = work / "submitted"
+    shutil.rmtree(intake, ignore_errors=True)
+    students = sorted(p.name for p in submitted.iterdir() if (p / assignment).is_dir())
+    for s in students:
+        src = submitted / s / assignment
+        dst = intake / s / assignment
+        dst.mkdir(parents=True)
+        for f in [*src.glob("*.ipynb"), src / "timestamp.txt"]:
+            if f.is_file() and not f.is_symlink():
+                shutil.copyfile(f, dst / f.name)
+    db = f"sqlite:///{cdir / 'gradebook.db'}"
+    cmd = [sys.executable, "-m", "classroom.grade", str(intake), "--out", str(work / "out"), "--db", db,
+           "--no-progress"]
+    if workers:
+        cmd += ["--workers", str(workers)]
+    r = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True)
+    print(r.stdout + r.stderr, end="")
+    if r.returncode != 0:
+        raise SystemExit(f"grading failed ({r.returncode})")
+    os.chown(cdir / "gradebook.db", pw.pw_uid, pw.pw_gid)
+    for s in students:
+        pages = work / "out" / "feedback" / s / assignment
+        dst = cdir / "feedback" / s / assignment
+        shutil.rmtree(dst, ignore_errors=True)
+        dst.mkdir(parents=True)
+        for f in pages.glob("*.html"):
+            shutil.copyfile(f, dst / f.name)
+        for name in ("timestamp.txt", "submission_secret.txt"):
+            shutil.copyfile(submitted / s / assignment / name, dst / name)
+    for p in [cdir / "feedback", *(cdir / "feedback").rglob("*")]:
+        os.chown(p, pw.pw_uid, pw.pw_gid)
+    print(_nbgrader(instructor, "release_feedback", assignment, cwd=cdir), end="")
+    return work / "out"
+
+
+def run(extra: list[str]) -> None:
+    setup()
+    os.environ.setdefault("ANDREA_HUB_VENV", sys.prefix)
+    cmd = [str(VENV_BIN / "jupyterhub"), "-f", str(HUB / "jupyterhub_config.py"), *extra]
+    os.chdir(state_root())
+    os.execv(cmd[0], cmd)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="what", required=True)
+    sub.add_parser("setup")
+    sub.add_parser("course").add_argument("instructor")
+    sub.add_parser("run")
+    r = sub.add_parser("return")
+    r.add_argument("instructor")
+    r.add_argument("assignment")
+    r.add_argument("--workers", type=int, default=None)
+    a, extra = ap.parse_known_args(argv)
+    if os.geteuid() != 0:
+        raise SystemExit("scripts/hub.py runs as root: the hub starts each person's server as their OS user")
+    if a.what == "setup":
+        setup()
+    elif a.what == "course":
+        course(a.instructor)
+    elif a.what == "run":
+        run([x for x in extra if x != "--"])
+    else:
+        return_feedback(a.instructor, a.assignment, a.workers)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -150,6 +150,9 @@ INSTRUCTOR ?= instructor
 HUB_PYTHON ?= /usr/bin/python3
 
 $(HUB_STAMP): requirements.txt hub/requirements.txt pyproject.toml setup.py
+	@$(HUB_PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1 || { \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3 python3-venv >/dev/null; }
 	$(HUB_PYTHON) -m venv $(HUB_VENV)
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) -r requirements.txt -r hub/requirements.txt $(PIP_QUIET)
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps --force-reinstall . $(PIP_QUIET)

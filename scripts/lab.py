@@ -10,8 +10,8 @@ the file browser nor reachable by URL. Each start brings the workspace up to dat
 release without losing work: a notebook is copied when it is missing, and replaced by a
 newer release only if it is still exactly what the previous copy wrote (recorded in the
 hidden ``.released.json``); an edited notebook is kept, and the new release is put beside
-it as ``<name>.new-release.ipynb``. The built book is linked in as ``_build/html`` (a
-symbolic link to the repository's), so the notebooks' chapter links open its pages. The Jupyter configuration is ``lab/learner/``
+it as ``<name>.new-release.ipynb``. A copy of the built book is kept in it as ``_build/html``
+(renewed after each ``make book``), so the notebooks' chapter links open its pages. The Jupyter configuration is ``lab/learner/``
 (``JUPYTER_CONFIG_DIR``): nbgrader's Formgrader, Course List and Create Assignment are off;
 the Assignment List and Validate work, with the course id and the exchange
 ``_build/exchange`` (``ANDREA_EXCHANGE``), where the released notebooks are published
@@ -92,22 +92,25 @@ def publish_release(exchange: Path, exercises: Path = ROOT / "exercises", course
 
 
 def link_book(workspace: Path, book: Path = ROOT / "_build" / "html") -> str | None:
-    """Make the built book reachable from the workspace as ``_build/html``, where the
+    """Put a copy of the built book into the workspace as ``_build/html``, where the
     notebooks' chapter links (``../../_build/html/book/...``) land: JupyterLab resolves a
     relative link against the server's root, so from ``NN_topic/name.ipynb`` the two
-    ``..`` stop at the workspace. A symbolic link, so a rebuilt book is seen at once.
-    Returns a line to show when the book is not built yet."""
-    link = workspace / "_build" / "html"
-    if not (book / "index.html").is_file():
+    ``..`` stop at the workspace. A copy, not a link: JupyterLab writes checkpoints beside
+    a file it opens, and those must not land in the built book. The copy is renewed when
+    the book has been rebuilt. Returns a line to show when the book is not built yet."""
+    dest = workspace / "_build" / "html"
+    stamp = workspace / "_build" / ".book-stamp"
+    index = book / "index.html"
+    if not index.is_file():
         return f"note: the course book is not built yet ({book}); run `make book` for the chapter links to open"
-    if link.is_symlink():
-        if Path(os.readlink(link)) == book:
-            return None
-        link.unlink()
-    elif link.exists():
-        return None  # a copy the learner placed there: theirs
-    link.parent.mkdir(parents=True, exist_ok=True)
-    link.symlink_to(book, target_is_directory=True)
+    built = str(index.stat().st_mtime_ns)
+    if dest.is_dir() and not dest.is_symlink() and stamp.is_file() and stamp.read_text() == built:
+        return None
+    if dest.is_symlink():
+        dest.unlink()
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(book, dest, ignore=shutil.ignore_patterns(".ipynb_checkpoints", ".buildinfo"))
+    stamp.write_text(built)
     return None
 
 

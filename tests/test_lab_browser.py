@@ -286,6 +286,9 @@ def test_chapter_link_opens_the_book_page(learner_lab, browser):
     heading = frame.locator("h1").first
     heading.wait_for(timeout=30_000)
     assert "LayerNorm" in heading.inner_text()
+    page.wait_for_timeout(1000)
+    # JupyterLab writes a checkpoint beside what it opens: into the workspace's copy only
+    assert not list((ROOT / "_build" / "html").rglob(".ipynb_checkpoints"))
     assert not page.eval_on_selector_all(".jp-Dialog", "els => els.map(e => e.innerText)")
     context.close()
     assert not blocked, blocked

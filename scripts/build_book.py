@@ -7,7 +7,7 @@ Steps, each cheap when there is nothing to do:
 2. Stage the released exercise notebooks (exercises/) so chapter 8 (the exercises) can link them.
 3. Key the execution cache on the code the chapters import: a hash of andrea_ref/,
    cuda/ and exercises/. When it changes (or the last build failed) the jupyter
-   cache and Sphinx's saved environment are dropped and every page is rebuilt, so
+   cache, Sphinx's saved environment and the HTML are dropped and every page is rebuilt, so
    no page shows output computed by older code. Edits to the chapters themselves
    are noticed by the cache as usual.
 4. Run ``jupyter-book build . -W -n --keep-going``. The build fails if Sphinx
@@ -120,7 +120,8 @@ def main() -> int:
     if full:
         why = "--all" if args.all else ("first build" if previous is None else "andrea_ref/cuda/exercises changed")
         log(f"full rebuild ({why}): clearing the execution cache")
-        for stale in (BUILD / ".jupyter_cache", BUILD / ".doctrees", BUILD / "jupyter_execute"):
+        # the HTML too: no page of a renamed or removed chapter is left behind
+        for stale in (BUILD / ".jupyter_cache", BUILD / ".doctrees", BUILD / "jupyter_execute", HTML):
             shutil.rmtree(stale, ignore_errors=True)
     # A build that succeeds must not inherit the reports of an earlier failure.
     shutil.rmtree(HTML / "reports", ignore_errors=True)

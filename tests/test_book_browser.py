@@ -397,6 +397,9 @@ def test_chapters_offer_their_notebook_and_source_for_download(server, browser_c
                 # chapter was executed by this build, not when its outputs came from the cache)
                 nb = resp.json()
                 code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+                if not code or not "".join(code[0]["source"]).startswith(_extension().SETUP_MARK):
+                    problems.append(f"{rel}: the downloaded notebook does not start with the set-up cell")
+                code = code[1:]
                 expected = (ROOT / f"{stem}.md").read_text().count("```{code-cell}")
                 if nb.get("metadata", {}).get("kernelspec", {}).get("language") != "python" \
                         or len(code) != expected:

@@ -142,3 +142,38 @@ def test_cache_key_follows_the_imported_code(tmp_path, monkeypatch):
     (tmp_path / "cuda" / "results").mkdir()
     (tmp_path / "cuda" / "results" / "h100.json").write_text("{}")
     assert bb.inputs_hash() != base, "a new GPU result file must invalidate the cache"
+
+
+def _setup_cell_code(repository_url: str) -> str:
+    """The downloaded chapters' set-up cell, as IPython would run it (magics translated)."""
+    import importlib.util as iu
+
+    from IPython.core.inputtransformer2 import TransformerManager
+    spec = iu.spec_from_file_location("andrea_book", ROOT / "book" / "_ext" / "andrea_book.py")
+    ext = iu.module_from_spec(spec)
+    spec.loader.exec_module(ext)
+    return TransformerManager().transform_cell("".join(ext.setup_cell(repository_url)["source"]))
+
+
+def test_downloaded_chapter_setup_cell(monkeypatch):
+    """In the course's environment the cell installs nothing; without the course package
+    it installs it from the repository when the address is set, and otherwise says how
+    to install it."""
+    import importlib.util
+
+    calls = []
+
+    class Shell:
+        def run_line_magic(self, name, line):
+            calls.append((name, line))
+
+    code = _setup_cell_code("https://github.com/example/block-lab/")
+    exec(code, {"get_ipython": Shell})
+    assert calls == []                                   # everything is there: nothing to do
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "andrea_ref" else real(name, *a))
+    exec(code, {"get_ipython": Shell})
+    assert calls == [("pip", "install --quiet 'andrea-block-lab @ git+https://github.com/example/block-lab'")]
+    with pytest.raises(ImportError, match="learner's kit"):
+        exec(_setup_cell_code(""), {"get_ipython": Shell})

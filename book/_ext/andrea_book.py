@@ -7,8 +7,9 @@
 - Layout: book/_static/andrea.css (long outputs wrap, wide math and tables scroll
   inside themselves, numbers computed at build time read as body text).
 - Downloads: every chapter that is a notebook offers it as .ipynb (the notebook
-  MyST-NB wrote to _build/jupyter_execute) beside its MyST source (.md) in the
-  theme's download button.
+  MyST-NB wrote to _build/jupyter_execute, with a first cell that installs the
+  course package and what else the chapter imports when they are missing) beside its
+  MyST source (.md) in the theme's download button.
 - Launch buttons (JupyterHub through nbgitpuller, Colab), configured in _config.yml
   only (``repository: url:`` and ``launch_buttons:``) and off while the repository
   address is empty. The chapters are MyST-markdown files, which neither Colab nor a
@@ -20,7 +21,7 @@
 """
 from __future__ import annotations
 
-import shutil
+import json
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -113,8 +114,40 @@ def _notebook_downloads_and_launch(app, pagename, templatename, context, doctree
     if executed.is_file():
         target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(executed, target)
+        nb = json.loads(executed.read_text(encoding="utf-8"))
+        nb["cells"].insert(0, setup_cell(getattr(app, "andrea_repository_url", "")))
+        target.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+SETUP_MARK = "# Set-up for running this chapter on its own"
+
+
+def setup_cell(repository_url: str) -> dict:
+    """The first cell of a downloaded chapter: installs what the chapter imports when it
+    is missing (the course package, from the course repository when its address is set
+    in _config.yml; matplotlib; myst-nb for ``glue``), so the notebook runs outside the
+    repository, e.g. in Colab or on a JupyterHub."""
+    url = repository_url.strip().rstrip("/")
+    package = repr(f"andrea-block-lab @ git+{url}") if url else "None"
+    source = f"""{SETUP_MARK} (outside the course repository): what the
+# chapter imports is installed when it is missing. Inside the course's own environment
+# this cell does nothing.
+import importlib.util
+
+_course_package = {package}
+_missing = [pip_name for module, pip_name in (("andrea_ref", _course_package),
+                                              ("matplotlib", "matplotlib"),
+                                              ("myst_nb", "myst-nb"))
+            if importlib.util.find_spec(module) is None]
+if None in _missing:
+    raise ImportError("the course package andrea_ref is not installed: install the wheel of "
+                      "the learner's kit (pip install andrea_block_lab-*.whl), then run again")
+if _missing:
+    get_ipython().run_line_magic("pip", "install --quiet " + " ".join(repr(m) for m in _missing))
+"""
+    return {"cell_type": "code", "execution_count": None, "metadata": {"tags": ["course-setup"]},
+            "outputs": [], "source": source.splitlines(keepends=True)}
 
 
 def _add_launch_group(app, pagename, templatename, context, doctree):

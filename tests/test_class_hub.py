@@ -42,16 +42,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from jupyter_browser import browser, loopback_context  # noqa: E402,F401 (browser: a fixture)
+
 pytest.importorskip("jupyterhub", reason="the hub's environment: run `make test-class`")
 
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 PROXY = ROOT / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"
 ASSIGNMENT = "01_layernorm"
 NOTEBOOK = "layernorm.ipynb"
@@ -202,31 +203,8 @@ def hub():
         shutil.rmtree(base, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium package (make sysdeps)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
 def _context(browser, blocked: list[str]):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-
-    def route(r):
-        if urllib.parse.urlsplit(r.request.url).hostname in ("127.0.0.1", "localhost"):
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
-    context.set_default_timeout(60_000)
-    return context
+    return loopback_context(browser, blocked, 60_000)
 
 
 def _login(context, url: str, user: str, password: str = PASSWORD):

@@ -29,8 +29,10 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from jupyter_browser import browser, loopback_context  # noqa: E402,F401 (browser: a fixture)
+
 ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 TOKEN = "andrea-lab-test-token"
 NOTEBOOKS = ["01_layernorm", "02_gelu", "03_mlp", "04_block"]
 INSTRUCTOR_TOOLS = ("Formgrader", "Course List", "Create assignment", "Create Assignment")
@@ -103,30 +105,8 @@ def learner_lab(tmp_path_factory):
         _stop(proc, log)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium package (make sysdeps)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
-
-
 def _context(browser, blocked: list[str]):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-
-    def route(r):
-        if urllib.parse.urlsplit(r.request.url).hostname in ("127.0.0.1", "localhost"):
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
-    return context
+    return loopback_context(browser, blocked)
 
 
 def _open_lab(context, port: int, path: str = "/lab"):

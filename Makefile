@@ -1,6 +1,8 @@
 # ANDREA Block Lab. Every target sets up what it needs on a fresh machine.
-#   make book   build the course book into _build/html (warnings are errors)
+#   make book   build the course book into _build/html, in English, German (de/) and
+#               Georgian (ka/) (warnings are errors)
 #   make test   everything above, then the whole test suite
+#   make catalogs   update the German and Georgian catalogs after the English text changed
 #   make bench  print the benchmark figures (loader, book build, autograding)
 #   make test-cuda-build   build and link the CUDA kernel without a GPU (needs nvcc; CI runs it)
 #   make lab    open the graded notebooks in JupyterLab, as a learner sees them
@@ -14,7 +16,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps bookdeps book test test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade hubdeps hub test-class
+.PHONY: all venv sysdeps bookdeps book catalogs test test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade hubdeps hub test-class
 
 all: book
 
@@ -55,17 +57,25 @@ grade: $(STAMP) sysdeps
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [WORKERS=n] [DB=url]" >&2; exit 2; }
 	$(PY) -m classroom.grade "$(SUBMISSIONS)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)")
 
-# Debian packages the book needs: Graphviz (dot) draws its diagrams, npm vendors MathJax once.
+# Debian packages the book needs: Graphviz (dot) draws its diagrams, npm vendors MathJax
+# and the Georgian web font once.
 bookdeps:
-	@{ command -v dot && command -v npm; } >/dev/null 2>&1 || { \
+	@missing=""; command -v dot >/dev/null 2>&1 || missing="$$missing graphviz"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing npm"; \
+	if [ -n "$$missing" ]; then \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq graphviz npm >/dev/null; }
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq $$missing >/dev/null; fi
 
 book: $(STAMP) bookdeps
 	$(PY) scripts/build_book.py
 
 test: $(STAMP) sysdeps book
 	$(PY) -m pytest
+
+# Translators: extract the English text and merge it into every catalog (README,
+# "Translating the course"); new and changed messages then wait for a translation.
+catalogs: $(STAMP) bookdeps
+	$(PY) scripts/catalogs.py
 
 bench: $(STAMP)
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

@@ -210,6 +210,8 @@ def _become_kernel(request: dict, out_fd: int) -> None:
     for key, value in (request.get("env") or {}).items():
         if isinstance(key, str) and isinstance(value, str) and key.startswith("NBGRADER_"):
             os.environ[key] = value
+        elif key == "ANDREA_LANG" and value in ("en", "de", "ka"):  # the checks' language
+            os.environ[key] = value
     os.chdir(request["workdir"])
     sys.argv = ["ipykernel_launcher", "-f", request["connection_file"], "--IPKernelApp.ignore_cwd=True",
                 *[str(a) for a in request.get("args", [])]]

@@ -236,6 +236,18 @@ def analyse_notebook(nb) -> dict:
     return {"errors": errors[:50]}
 
 
+def _submission_language(notebooks) -> str | None:
+    """The language of a submission's notebooks, when they name one of the course's."""
+    from andrea_ref.i18n import LANGUAGES, METADATA_KEY
+    for nb in notebooks:
+        meta = nb.get("metadata") if isinstance(nb, dict) else None
+        andrea = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
+        lang = andrea.get("lang") if isinstance(andrea, dict) else None
+        if isinstance(lang, str) and lang in LANGUAGES:
+            return lang
+    return None
+
+
 def _failure_reason(result: dict) -> str:
     text = (result.get("log") or "") + "\n" + (result.get("error") or "")
     hints = [("Kernel died", "the kernel died (killed, or over a memory/CPU limit)"),
@@ -292,6 +304,10 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
     _clean_dir(wdir / "rt")
     submitted = {p.stem: _read_notebook_json(p)
                  for p in sorted((wdir / "submitted" / student / assignment).glob("*.ipynb"))}
+    # The checks' messages (in the feedback, and in the kernel's own outputs) are in the
+    # instructor's ANDREA_LANG if set, else in the language the learner's notebook says
+    # it is in (metadata andrea.lang, checked), else English. Points do not depend on it.
+    os.environ["ANDREA_LANG"] = worker.get("language") or _submission_language(submitted.values()) or "en"
     groups = worker.get("groups") or {}
     oom_before = {k: _oom(g) for k, g in groups.items()}
     execute.LIMIT_HITS.clear()
@@ -509,6 +525,9 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
         "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""),
     })
     os.environ.pop("NBGRADER_DB_URL", None)
+    from andrea_ref.i18n import LANGUAGES
+    chosen = os.environ.pop("ANDREA_LANG", "").strip()
+    language = chosen if chosen in LANGUAGES else None  # else: each submission's own
     from .sawarnings import ignore_add_submission_autoflush
     ignore_add_submission_autoflush()  # autograde's harmless add_submission warning, only that one
     from nbgrader.apps.api import NbGraderAPI
@@ -566,7 +585,7 @@ def worker_main(idx: int, ctx: dict, jobs, results) -> None:
             spec.save(wdir / "sandbox.json")  # the launcher asks the zygote from now on
         except (sandbox.SandboxUnavailable, OSError):
             kz = None  # one bubblewrap sandbox per kernel, as the launcher does by itself
-    worker = {"host": host, "kernel_zygote": kz, "plans": independent.load_plans(Path(ctx["template_dir"])),
+    worker = {"language": language, "host": host, "kernel_zygote": kz, "plans": independent.load_plans(Path(ctx["template_dir"])),
               "groups": groups,
               "cell_timeout": float(ctx.get("timeout") or cfg.Execute.timeout or 60),
               "max_output": ctx["max_output"]}

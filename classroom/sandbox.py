@@ -274,6 +274,7 @@ def bwrap_argv(spec: SandboxSpec, workdir_in_sandbox: Path, scratch_work: Path, 
         "LANG": "C.UTF-8",
         "ANDREA_KERNEL": "off",
         "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", ""),
+        "ANDREA_LANG": course_language(),
         **spec.env,
     }
     for k, v in env.items():
@@ -349,6 +350,13 @@ def join_cgroup(procs_files: list[str], pid: int | None = None) -> None:
             fh.write(str(os.getpid() if pid is None else pid))
 
 
+def course_language() -> str:
+    """ANDREA_LANG for a learner's kernel: the grader's, if it is one of the course's languages."""
+    from andrea_ref.i18n import LANGUAGES
+    value = os.environ.get("ANDREA_LANG", "")
+    return value if value in LANGUAGES else "en"
+
+
 def _launch_in_zygote(spec: SandboxSpec, workdir: Path, work: Path, conn: Path, kernel_args: list[str],
                       log_path: Path) -> None:
     """Ask the worker's kernel zygote for the kernel; on success stay until it ends
@@ -358,7 +366,8 @@ def _launch_in_zygote(spec: SandboxSpec, workdir: Path, work: Path, conn: Path, 
     request = {"op": "kernel", "anchor": spec.work_anchor, "workdir": str(workdir), "work": str(work),
                "scratch_root": spec.scratch_root, "runtime_dir": spec.runtime_dir,
                "connection_file": str(conn), "args": kernel_args,
-               "env": {"NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", "")}}
+               "env": {"NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", ""),
+                       "ANDREA_LANG": course_language()}}
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
             s.settimeout(30)

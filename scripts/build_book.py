@@ -1,17 +1,23 @@
-"""Build the course book into _build/html (what `make book` runs).
+"""Build the course book, in English, German and Georgian, into _build/html (what `make book` runs).
 
 Steps, each cheap when there is nothing to do:
 
-1. Vendor MathJax 3 (pinned) with npm into book/_vendor, so pages typeset math
-   with no internet. It reaches the HTML through ``html_extra_path``.
+1. Vendor MathJax 3 and the Noto Sans Georgian web font (both pinned) with npm into
+   book/_vendor, so pages typeset math and show Georgian script with no internet and
+   whatever fonts the reader has. They reach the HTML through ``html_extra_path``.
 2. Stage the released exercise notebooks (exercises/) so chapter 8 (the exercises) can link them.
 3. Key the execution cache on the code the chapters import: a hash of andrea_ref/,
    cuda/ and exercises/. When it changes (or the last build failed) the jupyter
    cache, Sphinx's saved environment and the HTML are dropped and every page is rebuilt, so
    no page shows output computed by older code. Edits to the chapters themselves
    are noticed by the cache as usual.
-4. Run ``jupyter-book build . -W -n --keep-going``. The build fails if Sphinx
-   fails, if any cell fails, or if _build/html/reports holds anything.
+4. Build the English edition into _build/html (the same build as ``jupyter-book
+   build . -W -n --keep-going``, run by scripts/book_edition.py), which executes the
+   chapters; then the German and Georgian editions into _build/html/de and
+   _build/html/ka from the same execution cache, their prose from the catalogs in
+   book/locales (an edition whose catalogs changed is read again in full). The build
+   fails if Sphinx fails in any edition, if any cell fails, or if
+   _build/html/reports holds anything.
 
 Usage: python scripts/build_book.py [--all]   (--all: rebuild everything)
 """
@@ -33,6 +39,12 @@ VENDOR = ROOT / "book" / "_vendor"
 EXTRA = VENDOR / "html"  # html_extra_path in _config.yml
 MATHJAX_VERSION = "3.2.2"
 MATHJAX_DIR = EXTRA / "_static" / "mathjax"
+FONT_PACKAGE, FONT_VERSION = "@fontsource/noto-sans-georgian", "5.3.0"
+FONT_DIR = EXTRA / "_static" / "fonts"
+# The faces book/_static/andrea.css declares (regular and bold), and the font's licence.
+FONT_FILES = ("noto-sans-georgian-georgian-400-normal.woff2", "noto-sans-georgian-georgian-700-normal.woff2")
+EDITIONS = ("en", "de", "ka")  # English at the root of the site, the others in a folder each
+LOCALES = ROOT / "book" / "locales"
 HASH_FILE = BUILD / ".andrea_inputs.sha256"
 # What the chapters read besides their own text.
 HASHED_DIRS = ("andrea_ref", "cuda", "exercises")
@@ -70,6 +82,45 @@ def vendor_mathjax() -> None:
         shutil.copytree(es5 / sub, tmp / sub)
     shutil.rmtree(MATHJAX_DIR, ignore_errors=True)
     tmp.rename(MATHJAX_DIR)
+
+
+def vendor_fonts() -> None:
+    """Install the Georgian web font once into book/_vendor (ignored by git)."""
+    if all((FONT_DIR / name).is_file() for name in FONT_FILES):
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        sys.exit("[book] npm is needed once to vendor the Georgian font (Debian: apt-get install npm)")
+    npm_dir = VENDOR / "npm"
+    npm_dir.mkdir(parents=True, exist_ok=True)
+    log(f"vendoring {FONT_PACKAGE} {FONT_VERSION} with npm")
+    subprocess.run(
+        [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
+         "--prefix", str(npm_dir), f"{FONT_PACKAGE}@{FONT_VERSION}"],
+        check=True,
+    )
+    package = npm_dir / "node_modules" / FONT_PACKAGE
+    FONT_DIR.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(package / "LICENSE", FONT_DIR / "NotoSansGeorgian-LICENSE.txt")
+    for name in FONT_FILES:
+        shutil.copy2(package / "files" / name, FONT_DIR / name)
+
+
+def catalogs_hash(language: str) -> str:
+    """A hash of one language's book catalogs (.po)."""
+    h = hashlib.sha256()
+    for po in sorted((LOCALES / language).rglob("*.po")):
+        h.update(str(po.relative_to(LOCALES)).encode() + b"\0" + po.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build_edition(language: str, env: dict, fresh: bool) -> int:
+    outdir = HTML if language == "en" else HTML / language
+    cmd = [sys.executable, str(ROOT / "scripts" / "book_edition.py"), "html", language, str(outdir)]
+    if fresh:
+        cmd.append("--fresh")
+    log(f"{language} edition -> {outdir.relative_to(ROOT)}" + (" (all pages)" if fresh else ""))
+    return subprocess.run(cmd, env=env).returncode
 
 
 def stage_exercises() -> None:
@@ -112,6 +163,7 @@ def main() -> int:
     start = time.perf_counter()
     os.chdir(ROOT)
     vendor_mathjax()
+    vendor_fonts()
     stage_exercises()
 
     digest = inputs_hash()
@@ -121,8 +173,9 @@ def main() -> int:
         why = "--all" if args.all else ("first build" if previous is None else "andrea_ref/cuda/exercises changed")
         log(f"full rebuild ({why}): clearing the execution cache")
         # the HTML too: no page of a renamed or removed chapter is left behind
-        for stale in (BUILD / ".jupyter_cache", BUILD / ".doctrees", BUILD / "jupyter_execute", HTML):
-            shutil.rmtree(stale, ignore_errors=True)
+        for stale in (BUILD / ".jupyter_cache", BUILD / ".doctrees", BUILD / "jupyter_execute", HTML,
+                      *BUILD.glob(".doctrees-html-*"), *BUILD.glob(".catalogs-*.sha256")):
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     # A build that succeeds must not inherit the reports of an earlier failure.
     shutil.rmtree(HTML / "reports", ignore_errors=True)
     HASH_FILE.unlink(missing_ok=True)  # written back only if this build succeeds
@@ -132,12 +185,7 @@ def main() -> int:
     # The kernels must draw figures inline: a non-interactive backend set by the caller
     # (e.g. MPLBACKEND=Agg in CI) would silently drop every figure from the book.
     env.pop("MPLBACKEND", None)
-    cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(ROOT),
-           "--builder", "html", "-W", "-n", "--keep-going"]
-    if full:
-        cmd.append("--all")
-    log(" ".join(cmd[1:]))
-    rc = subprocess.run(cmd, env=env).returncode
+    rc = build_edition("en", env, fresh=full)
 
     reports = sorted(p for p in (HTML / "reports").rglob("*") if p.is_file()) if (HTML / "reports").is_dir() else []
     for report in reports:
@@ -148,10 +196,23 @@ def main() -> int:
     if rc == 0 and not (HTML / "index.html").is_file():
         log("no _build/html/index.html was written")
         rc = 1
+    # The translated editions: no cell runs again (the execution cache is shared).
+    # Sphinx does not notice a changed catalog, so an edition whose catalogs changed
+    # is read again in full.
+    for language in EDITIONS[1:]:
+        if rc:
+            break
+        stamp = BUILD / f".catalogs-{language}.sha256"
+        catalogs = catalogs_hash(language)
+        fresh = full or not stamp.is_file() or stamp.read_text().strip() != catalogs
+        stamp.unlink(missing_ok=True)
+        rc = build_edition(language, env, fresh=fresh)
+        if rc == 0:
+            stamp.write_text(catalogs + "\n")
     if rc == 0:
         BUILD.mkdir(exist_ok=True)
         HASH_FILE.write_text(digest + "\n")
-        log(f"built _build/html in {time.perf_counter() - start:.1f} s")
+        log(f"built _build/html (English), _build/html/de and _build/html/ka in {time.perf_counter() - start:.1f} s")
     else:
         log(f"FAILED (exit {rc}) after {time.perf_counter() - start:.1f} s")
     return rc

@@ -12,7 +12,8 @@ messages), each English message must have a translation that is
   German), so "0.02" may become "0,02" and "11,008" may become "11 008", but a value
   may not change, appear or disappear.
 
-Usage: python scripts/i18n_check.py [--pot-dir _build/gettext] [LANG ...]
+Usage: python scripts/i18n_check.py [LANG ...]         (after `make catalogs`)
+       python scripts/i18n_check.py --po FILE.po ...   (only these catalogs)
 Exits 1 and lists every problem when any catalog fails.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ from babel.messages.pofile import read_po
 
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_LOCALES = ROOT / "book" / "locales"
+PACKAGE_LOCALES = ROOT / "andrea_ref" / "locales"
 LANGUAGES = ("de", "ka")
 
 # Markup that must come through a translation unchanged: displayed and inline math,
@@ -176,14 +178,15 @@ def check_catalog(po_path: Path, language: str, template: Path | None = None) ->
     return problems
 
 
-def book_problems(pot_dir: Path, languages=LANGUAGES) -> list[str]:
+def catalog_problems(pot_dir: Path, locales: Path, languages=LANGUAGES) -> list[str]:
+    """Check every catalog made from the templates under `pot_dir` (``make catalogs``)."""
     problems = []
     templates = sorted(pot_dir.rglob("*.pot"))
     if not templates:
-        return [f"no .pot templates under {pot_dir}: build them first (README)"]
+        return [f"no .pot templates under {pot_dir}: run `make catalogs` first (README)"]
     for language in languages:
         for pot in templates:
-            po = BOOK_LOCALES / language / "LC_MESSAGES" / pot.relative_to(pot_dir).with_suffix(".po")
+            po = locales / language / "LC_MESSAGES" / pot.relative_to(pot_dir).with_suffix(".po")
             if not po.is_file():
                 problems.append(f"{po.relative_to(ROOT)}: missing catalog")
                 continue
@@ -193,18 +196,23 @@ def book_problems(pot_dir: Path, languages=LANGUAGES) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pot-dir", type=Path, default=ROOT / "_build" / "gettext")
+    parser.add_argument("--pot-dir", type=Path, default=ROOT / "_build" / "gettext",
+                        help="templates of the book and the notebooks (make catalogs)")
+    parser.add_argument("--package-pot-dir", type=Path, default=ROOT / "_build" / "gettext-package",
+                        help="templates of the course package's messages (make catalogs)")
     parser.add_argument("--po", type=Path, nargs="*", default=(), help="check only these catalogs")
     parser.add_argument("languages", nargs="*", default=list(LANGUAGES))
     args = parser.parse_args(argv)
     if args.po:
         problems = []
         for po in args.po:
-            language = po.resolve().relative_to(BOOK_LOCALES).parts[0] if po.resolve().is_relative_to(BOOK_LOCALES) \
-                else next(p for p in po.parts if p in LANGUAGES)
+            language = next((p for p in po.resolve().parts if p in LANGUAGES), None)
+            if language is None:
+                parser.error(f"--po: cannot tell the language of {po} (expected .../<de|ka>/LC_MESSAGES/...)")
             problems += check_catalog(po.resolve(), language)
     else:
-        problems = book_problems(args.pot_dir, args.languages)
+        problems = (catalog_problems(args.pot_dir, BOOK_LOCALES, args.languages)
+                    + catalog_problems(args.package_pot_dir, PACKAGE_LOCALES, args.languages))
     for p in problems:
         print(p)
     print(f"{len(problems)} problem(s)")

@@ -18,6 +18,11 @@ the Assignment List and Validate work, with the course id and the exchange
 so that the Assignment List lists them and **Submit** hands one in. JupyterLab's settings
 and workspaces are kept in ``_build/lab-state/``.
 
+**Language.** ``ANDREA_LANG=de make lab`` (or ``ka``) gives the learner the notebooks in
+German (or Georgian), made from the release and the catalogs (scripts/notebook_i18n.py),
+in a workspace of their own (``_build/lab-workspace-de``), and the kernels show the
+checks' messages in that language. English is the default.
+
 **Instructor.** The repository root with every nbgrader tool (``lab/instructor/``: the
 same exchange, so an assignment released from the Formgrader reaches the learner's lab).
 """
@@ -32,6 +37,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+import notebook_i18n  # noqa: E402
+from notebook_i18n import LANGUAGES  # noqa: E402
+
 RECORD = ".released.json"
 COURSE_ID = "andrea-block-lab"  # as in nbgrader_config.py and lab/*/nbgrader_config.py
 
@@ -136,21 +145,35 @@ def lab_env(instructor: bool, state: Path, exchange: Path) -> dict[str, str]:
     return env
 
 
+def language_from_env() -> str:
+    """ANDREA_LANG (default English); anything else is an error naming the variable."""
+    value = os.environ.get("ANDREA_LANG", "").strip() or "en"
+    if value not in LANGUAGES:
+        raise SystemExit(f"ANDREA_LANG must be one of {', '.join(LANGUAGES)}, got {value!r}")
+    return value
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--instructor", action="store_true", help="the repository root, every nbgrader tool")
-    ap.add_argument("--workspace", type=Path, default=ROOT / "_build" / "lab-workspace")
+    ap.add_argument("--workspace", type=Path,
+                    help="default: _build/lab-workspace, or _build/lab-workspace-<lang> for ANDREA_LANG=de/ka")
     ap.add_argument("--exchange", type=Path, default=ROOT / "_build" / "exchange")
     ap.add_argument("--state", type=Path, default=ROOT / "_build" / "lab-state",
                     help="JupyterLab's settings and workspaces")
     ap.add_argument("--prepare-only", action="store_true", help="refresh the workspace, start nothing")
     a, extra = ap.parse_known_args(argv)
     extra = [x for x in extra if x != "--"]
-    workspace = a.workspace.resolve()
+    language = language_from_env()
+    suffix = "" if language == "en" else f"-{language}"
+    workspace = (a.workspace or ROOT / "_build" / f"lab-workspace{suffix}").resolve()
     if not a.instructor:
-        for line in refresh_workspace(workspace):
+        exercises = ROOT / "exercises"
+        if language != "en":
+            exercises = notebook_i18n.release(language)
+        for line in refresh_workspace(workspace, exercises):
             print(line, file=sys.stderr)
-        publish_release(a.exchange.resolve())
+        publish_release(a.exchange.resolve(), exercises)
         note = link_book(workspace)
         if note:
             print(note, file=sys.stderr)

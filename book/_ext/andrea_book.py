@@ -16,14 +16,34 @@
   plain JupyterLab opens as notebooks, so both buttons open the chapter's
   notebook as the published book serves it, ``_sources/<page>.ipynb`` on the branch
   named by ``launch_buttons: notebooks_branch:``.
+- Editions: the book is built once per language (English, German, Georgian; see
+  scripts/build_book.py), the prose translated by Sphinx's gettext catalogs
+  (book/locales). On top of that this extension
+  * shows each edition its own figures and tables: a chapter draws them once per
+    language (andrea_ref.i18n.localised) and the output carries the translations in
+    its metadata, which a MyST-NB mime renderer reads;
+  * translates the alt text of figures through the chapter's catalog (Sphinx does not
+    extract it from notebook outputs) and the labels of Graphviz diagrams through the
+    package's catalog (andrea_ref/locales, figures.po);
+  * writes numbers computed at build time (glue) the edition's way: decimal comma and
+    grouped thousands in German and Georgian;
+  * puts a language menu in every page's header (book/_templates/andrea-language.html)
+    and hreflang links in its head.
 - References: the pybtex style "andrea" labels the bibliography "Author et al. Year",
   the way ``bibtex_reference_style: author_year`` cites in the text.
 """
 from __future__ import annotations
 
+import contextvars
+import dataclasses
 import json
+import re
+import sys
 from pathlib import Path
 from urllib.parse import urlencode
+
+from docutils import nodes
+from sphinx.transforms import SphinxTransform
 
 STATIC = Path(__file__).resolve().parent.parent / "_static"
 LAUNCH_KEYS = ("jupyterhub_url", "colab_url", "binderhub_url", "deepnote_url", "jupyterlite_url")
@@ -164,6 +184,241 @@ def _add_launch_group(app, pagename, templatename, context, doctree):
     })
 
 
+# ------------------------------------------------------------------------ editions
+ROOT = STATIC.parent.parent
+LANGUAGES = ("en", "de", "ka")
+LANGUAGE_NAMES = {"en": "English", "de": "Deutsch", "ka": "ქართული"}
+
+
+def _i18n():
+    """andrea_ref.i18n, from this checkout (the book builds with the repository on sys.path)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from andrea_ref import i18n
+    return i18n
+
+
+def edition_language(config) -> str:
+    language = getattr(config, "language", None) or "en"
+    return language if language in LANGUAGES else "en"
+
+
+class LocalisedOutputs:
+    """MyST-NB mime renderer: an output drawn per language shows the edition's own.
+
+    MyST-NB looks mime renderers up as entry points of installed distributions; the
+    book's extension is not one, so setup() adds this one to the list MyST-NB reads.
+    """
+
+    @staticmethod
+    def handle_mime(renderer, data, inline):
+        translations = data.output_metadata.get(_i18n().OUTPUT_KEY)
+        if not isinstance(translations, dict):
+            return None
+        # render the rest as usual: without the translations, so this is not asked again
+        rest = {k: v for k, v in data.output_metadata.items() if k != _i18n().OUTPUT_KEY}
+        language = edition_language(renderer.renderer.sphinx_env.config)
+        content = translations.get(language, {}).get(data.mime_type, data.content) \
+            if language != "en" else data.content
+        local = dataclasses.replace(data, content=content, output_metadata=rest)
+        if inline:
+            return renderer.render_mime_type_inline(local)
+        return renderer.render_mime_type(local)
+
+
+def _register_mime_renderer() -> None:
+    from myst_nb.core import render
+    load = render.load_mime_renders
+    if getattr(load, "andrea_wrapped", False):
+        return
+
+    def load_with_translations():
+        return [LocalisedOutputs, *load()]
+
+    load_with_translations.andrea_wrapped = True
+    render.load_mime_renders = load_with_translations
+
+
+# The document whose messages Sphinx is translating (set while its Locale transform runs).
+_translating = contextvars.ContextVar("andrea_translating", default=None)
+
+
+def _glue_in_translations() -> None:
+    """Let ``{glue:...}`` roles work inside translated messages.
+
+    Sphinx parses each translated message as a small document of its own, which has
+    none of the notebook's glued values, so MyST-NB would report every key missing.
+    MyST-NB drops its renderer (which holds the glued values) from a document once
+    the document is parsed, so the renderer of the latest notebook that looked up a
+    value is kept here, and keys a message does not find are looked up in it when that
+    notebook is the document being translated.
+    """
+    from myst_nb.core.variables import RetrievalError
+    from myst_nb.ext.glue import directives, roles, utils
+    from sphinx.transforms import i18n as sphinx_i18n
+    if getattr(utils.retrieve_glue_data, "andrea_wrapped", False):
+        return
+    original = utils.retrieve_glue_data
+
+    kept: dict[str, object] = {}
+
+    def retrieve_glue_data(document, key):
+        if "nb_renderer" in document:
+            kept.clear()
+            kept[document.get("source")] = document["nb_renderer"]
+        try:
+            return original(document, key)
+        except RetrievalError:
+            outer = _translating.get()
+            renderer = kept.get(outer.get("source")) if outer is not None and outer is not document else None
+            if renderer is None:
+                raise
+            return original({"nb_renderer": renderer}, key)
+
+    retrieve_glue_data.andrea_wrapped = True
+    for module in (utils, roles, directives):
+        module.retrieve_glue_data = retrieve_glue_data
+
+    locale_apply = sphinx_i18n.Locale.apply
+
+    def apply(self, **kwargs):
+        token = _translating.set(self.document)
+        try:
+            return locale_apply(self, **kwargs)
+        finally:
+            _translating.reset(token)
+
+    sphinx_i18n.Locale.apply = apply
+
+
+ALT_CLASS = "andrea-alt-text"
+
+
+class AltTextToMessage(SphinxTransform):
+    """Before translation: a figure's alt text becomes a hidden paragraph, a message the
+    gettext builder extracts and the Locale transform translates."""
+    default_priority = 15  # sphinx.transforms.i18n.Locale runs at 20
+
+    def apply(self, **kwargs):
+        for image in list(self.document.findall(nodes.image)):
+            alt = image.get("alt")
+            if not alt or image.parent is None:
+                continue
+            para = nodes.paragraph(alt, alt, classes=[ALT_CLASS])
+            para.source = image.source or self.document["source"]
+            para.line = image.line or 1
+            image.parent.insert(image.parent.index(image) + 1, para)
+
+
+class MessageToAltText(SphinxTransform):
+    """After translation: the (translated) paragraph goes back into the image's alt text."""
+    default_priority = 21
+
+    def apply(self, **kwargs):
+        for para in list(self.document.findall(nodes.paragraph)):
+            if ALT_CLASS not in para["classes"]:
+                continue
+            parent = para.parent
+            index = parent.index(para)
+            image = parent[index - 1] if index > 0 else None
+            if isinstance(image, nodes.image):
+                image["alt"] = para.astext()
+            parent.remove(para)
+
+
+_GRAPHVIZ_LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')
+
+
+class TranslateGraphviz(SphinxTransform):
+    """The quoted labels of Graphviz diagrams, through the package's catalog."""
+    default_priority = 21
+
+    def apply(self, **kwargs):
+        language = edition_language(self.config)
+        if language == "en":
+            return
+        from sphinx.ext.graphviz import graphviz
+        gettext = _i18n().gettext
+
+        def swap(m):
+            label = m.group(1)
+            stripped = label.strip()
+            translated = gettext(stripped, language) if stripped else stripped
+            return 'label="' + label.replace(stripped, translated.replace('"', '\\"'), 1) + '"'
+
+        for node in self.document.findall(graphviz):
+            node["code"] = _GRAPHVIZ_LABEL.sub(swap, node["code"])
+
+
+def localise_number(text: str, language: str) -> str:
+    """A number as the edition writes it: German and Georgian use a decimal comma and
+    group thousands with a narrow no-break space (92,331,264 -> 92 331 264, 0.02 -> 0,02)."""
+    if language == "en":
+        return text
+
+    def one(m):
+        whole, frac, exponent = m.group(1), m.group(2) or "", m.group(3) or ""
+        return whole.replace(",", "\u202f") + ("," + frac[1:] if frac else "") + exponent
+
+    return re.sub(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?([eE][+-]?\d+)?(?![\w.])", one, text)
+
+
+class LocaliseGluedNumbers(SphinxTransform):
+    """Numbers pasted into the prose by ``{glue:text}`` in the edition's notation."""
+    default_priority = 22
+
+    def apply(self, **kwargs):
+        language = edition_language(self.config)
+        if language == "en":
+            return
+        for node in list(self.document.findall(nodes.inline)):
+            classes = node.get("classes", ())
+            # {glue:text} pastes "pasted-text"; {glue:} pastes the output's text/plain
+            if "pasted-text" not in classes and not {"output", "text_plain"} <= set(classes):
+                continue
+            for text in list(node.findall(nodes.Text)):
+                new = localise_number(str(text), language)
+                if new != str(text):
+                    text.parent.replace(text, nodes.Text(new))
+
+
+def edition_url(pagename: str, current: str, target: str) -> str:
+    """The relative address of `pagename` in edition `target`, seen from edition `current`.
+
+    English is at the root of the site (_build/html), the others in a folder each
+    (_build/html/de, _build/html/ka)."""
+    up = "../" * pagename.count("/") + ("../" if current != "en" else "")
+    return up + ("" if target == "en" else f"{target}/") + f"{pagename}.html"
+
+
+TEMPLATES = STATIC.parent / "_templates"
+
+
+def _add_language_menu(app, config):
+    """The language menu (book/_templates/andrea-language.html) in every page's header."""
+    config.templates_path = list(config.templates_path or []) + [str(TEMPLATES)]
+    options = dict(config.html_theme_options or {})
+    end = options.get("article_header_end") or ["article-header-buttons.html"]
+    end = [end] if isinstance(end, str) else list(end)
+    if "andrea-language.html" not in end:
+        end.insert(0, "andrea-language.html")
+    options["article_header_end"] = end
+    config.html_theme_options = options
+
+
+def _language_links(app, pagename, templatename, context, doctree):
+    """The menu's links, and hreflang links to the other editions in the page's head."""
+    current = edition_language(app.config)
+    links = [{"code": lang, "name": LANGUAGE_NAMES[lang], "url": edition_url(pagename, current, lang),
+              "current": lang == current} for lang in LANGUAGES]
+    context["andrea_languages"] = links
+    context["andrea_language_code"] = current
+    context["andrea_language_label"] = {"en": "Language", "de": "Sprache", "ka": "ენა"}[current]
+    context["metatags"] = context.get("metatags", "") + "".join(
+        f'\n<link rel="alternate" hreflang="{link["code"]}" href="{link["url"]}" />'
+        for link in links if not link["current"])
+
+
 # --------------------------------------------------------------------- references
 def _register_bibliography_style() -> None:
     from pybtex.plugin import register_plugin
@@ -211,6 +466,14 @@ def setup(app):
     app.connect("config-inited", _take_over_launch_buttons)
     app.connect("html-page-context", _notebook_downloads_and_launch, priority=499)
     app.connect("html-page-context", _add_launch_group, priority=502)
+    app.connect("config-inited", _add_language_menu)
+    app.connect("html-page-context", _language_links)
     app.connect("html-page-context", _drop_thebe, priority=900)
+    _register_mime_renderer()
+    _glue_in_translations()
+    app.add_transform(AltTextToMessage)
+    app.add_transform(MessageToAltText)
+    app.add_transform(TranslateGraphviz)
+    app.add_transform(LocaliseGluedNumbers)
     app.add_css_file("andrea.css")
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -152,7 +152,26 @@ def check_message(msgid: str, msgstr: str, language: str, fuzzy: bool = False) -
     problem = number_problem(msgid, msgstr, language)
     if problem:
         problems.append(problem)
+    mixed = [w for w in re.findall(r"[^\W\d_]+", prose(msgstr)) if len(_scripts(w)) > 1 or "cyrillic" in _scripts(w)]
+    mixed = [w for w in mixed if w not in msgid]
+    if mixed:
+        problems.append(f"words in a wrong or mixed script (a typing slip?): {', '.join(mixed[:5])}")
     return problems
+
+
+def _scripts(word: str) -> set[str]:
+    found = set()
+    for ch in word:
+        o = ord(ch)
+        if 0x0400 <= o <= 0x052F:
+            found.add("cyrillic")
+        elif 0x10A0 <= o <= 0x10FF or 0x1C90 <= o <= 0x1CBF or 0x2D00 <= o <= 0x2D2F:
+            found.add("georgian")
+        elif ch.isalpha() and o < 0x0250:
+            found.add("latin")
+        elif 0x0370 <= o <= 0x03FF:
+            found.add("greek")
+    return found
 
 
 def read_catalog(path: Path):

@@ -14,6 +14,14 @@ solutions are folded until their title is clicked (pages with none are skipped);
 numbers computed at build time read as body text;
 the welcome page is in the left navigation; each notebook chapter offers its .ipynb and
 its source for download. Launch buttons are tested without a browser (launch_links).
+
+Editions: the German (_build/html/de) and Georgian (_build/html/ka) editions are part of
+every check above that walks every page (math, images, links, no network). On top of
+that: each edition's pages are in its language and say so (<html lang>); the language
+menu on every page links to the same page in all three editions, and choosing a
+language opens it; each edition shows its own figures; the Georgian pages draw every
+Georgian letter with the vendored Noto Sans Georgian (the face is loaded, Chromium reports
+it as the font that rendered the text, and no letter comes out as the missing-glyph box).
 """
 from __future__ import annotations
 
@@ -122,10 +130,11 @@ IMAGES_JS = """async () => {
   };
 }"""
 
-# Figures each chapter draws (a build that drops figures must not pass).
-MIN_FIGURES = {"book/02_attention_plus_mlp.html": 1, "book/03_residual_connections.html": 2,
-               "book/04_layernorm_and_placement.html": 2,
-               "book/05_mlp_and_gelu.html": 2}
+# Figures each chapter draws (a build that drops figures must not pass), in every edition.
+EDITIONS = ("", "de/", "ka/")
+MIN_FIGURES = {f"{edition}{page}": n for edition in EDITIONS for page, n in (
+    ("book/02_attention_plus_mlp.html", 1), ("book/03_residual_connections.html", 2),
+    ("book/04_layernorm_and_placement.html", 2), ("book/05_mlp_and_gelu.html", 2))}
 
 
 def test_every_page_renders_offline(server, browser_context):
@@ -161,7 +170,9 @@ def test_every_page_renders_offline(server, browser_context):
         if errors:
             problems.append(f"{rel}: console errors: {errors}")
         page.close()
-    assert math_pages >= 3, f"expected math on several chapters, found it on {math_pages} pages"
+    assert math_pages >= 3 * len(EDITIONS), f"expected math on several chapters, found it on {math_pages} pages"
+    for edition in EDITIONS[1:]:
+        assert sum(p.startswith(edition) for p in _pages()) >= 10, f"the {edition} edition is missing pages"
     assert not blocked, f"pages tried to reach the network: {sorted(set(blocked))[:10]}"
     assert not problems, "\n".join(problems)
 
@@ -464,3 +475,163 @@ def test_references_are_listed_the_way_they_are_cited(server, browser_context):
     # a parenthetical citation in a chapter reads exactly as its label in the list
     in_text = {re.sub(r"</?em>", "", m) for m in re.findall(r'references\.html#[^"]+"[^>]*>([^<]*(?:<em>[^<]*</em>[^<]*)?)</a>', cited)}
     assert in_text & set(labels), (sorted(in_text)[:5], labels[:5])
+
+
+# ------------------------------------------------------------------------ editions
+def _edition_pages(edition: str) -> list[str]:
+    """The chapters, glossary and references of one edition, relative to the edition."""
+    return [p[len(edition):] for p in _pages() if p.startswith(edition) and p[len(edition):].startswith("book/")]
+
+
+LANGUAGE_TEXT_JS = """() => {
+  const text = (document.querySelector('article') || document.body).innerText;
+  const letters = (text.match(/\\p{L}/gu) || []).length;
+  const georgian = (text.match(/[\\u10A0-\\u10FF\\u1C90-\\u1CBF\\u2D00-\\u2D2F]/gu) || []).length;
+  const words = text.toLowerCase().match(/\\p{L}+/gu) || [];
+  const german = words.filter(w => ['und', 'der', 'die', 'das', 'ist', 'nicht', 'mit', 'ein', 'eine', 'wird'].includes(w)).length;
+  const english = words.filter(w => ['the', 'and', 'is', 'of', 'that', 'with', 'which'].includes(w)).length;
+  return {lang: document.documentElement.lang, letters, georgian, german, english, words: words.length};
+}"""
+
+
+def test_each_edition_is_in_its_language(server, browser_context):
+    context, _ = browser_context
+    problems = []
+    for edition, lang in (("", "en"), ("de/", "de"), ("ka/", "ka")):
+        pages = _edition_pages(edition)
+        assert len(pages) >= 10, f"edition {lang}: {pages}"
+        for rel in pages:
+            page = context.new_page()
+            page.goto(server + edition + rel, wait_until="load")
+            t = page.evaluate(LANGUAGE_TEXT_JS)
+            page.close()
+            if t["lang"] != lang:
+                problems.append(f"{edition}{rel}: <html lang={t['lang']!r}>, expected {lang!r}")
+            if lang == "ka" and t["georgian"] < 0.5 * t["letters"]:
+                problems.append(f"{edition}{rel}: only {t['georgian']} of {t['letters']} letters are Georgian")
+            if lang == "de" and not (t["german"] > 2 * t["english"] and t["german"] >= 0.02 * t["words"]):
+                problems.append(f"{edition}{rel}: does not read as German ({t})")
+            if lang == "en" and t["english"] < 0.02 * t["words"]:
+                problems.append(f"{edition}{rel}: does not read as English ({t})")
+    assert not problems, "\n".join(problems)
+
+
+def test_language_menu_opens_the_same_page_in_every_edition(server, browser_context):
+    context, _ = browser_context
+    problems = []
+    for edition in EDITIONS:
+        for rel in _edition_pages(edition):
+            page = context.new_page()
+            page.goto(server + edition + rel, wait_until="load")
+            items = page.eval_on_selector_all(
+                ".andrea-language-menu a.dropdown-item",
+                "els => els.map(e => ({lang: e.getAttribute('hreflang'), href: e.href, current: e.getAttribute('aria-current')}))")
+            page.close()
+            want = {"en": server + rel, "de": server + "de/" + rel, "ka": server + "ka/" + rel}
+            got = {i["lang"]: i["href"] for i in items}
+            if got != want:
+                problems.append(f"{edition}{rel}: language menu {got}, expected {want}")
+            current = [i["lang"] for i in items if i["current"] == "page"]
+            if current != [edition.rstrip("/") or "en"]:
+                problems.append(f"{edition}{rel}: the menu marks {current} as this page's language")
+    assert not problems, "\n".join(problems[:20])
+    # choosing a language in the menu, as a reader does it
+    page = context.new_page()
+    page.goto(server + "book/03_residual_connections.html", wait_until="load")
+    for name, lang in (("Deutsch", "de"), ("ქართული", "ka"), ("English", "en")):
+        page.click(".andrea-language-menu button.dropdown-toggle")
+        page.click(f".andrea-language-menu a.dropdown-item[hreflang={lang}]")
+        page.wait_for_load_state("load")
+        assert page.url == server + ("" if lang == "en" else f"{lang}/") + "book/03_residual_connections.html", (name, page.url)
+        assert page.evaluate("document.documentElement.lang") == lang
+    page.close()
+
+
+def test_each_edition_shows_its_own_figures(server, browser_context):
+    """The figures' labels are drawn per language: the images differ between editions."""
+    context, _ = browser_context
+    rel = "book/03_residual_connections.html"
+    sources = {}
+    for edition in EDITIONS:
+        page = context.new_page()
+        page.goto(server + edition + rel, wait_until="load")
+        sources[edition] = page.eval_on_selector_all("article figure img", "els => els.map(e => e.src.split('/').pop())")
+        page.close()
+    assert len(sources[""]) >= 2, sources
+    for edition in EDITIONS[1:]:
+        assert len(sources[edition]) == len(sources[""]), sources
+        assert not set(sources[edition]) & set(sources[""]), f"{edition}: same images as English: {sources}"
+
+
+GLYPHS_JS = """async () => {
+  await document.fonts.ready;
+  const text = document.body.innerText;
+  const letters = Array.from(new Set(text.match(/[\\u10A0-\\u10FF\\u1C90-\\u1CBF\\u2D00-\\u2D2F]/gu) || []));
+  // load the face for every letter on the page, then check how each one is drawn
+  await document.fonts.load('16px "Noto Sans Georgian"', letters.join(''));
+  const faces = Array.from(document.fonts).filter(f => f.family.replace(/"/g, '') === 'Noto Sans Georgian');
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 40;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  const draw = ch => {
+    ctx.clearRect(0, 0, 40, 40);
+    ctx.font = '24px "Noto Sans Georgian"';
+    ctx.fillText(ch, 4, 30);
+    return Array.from(ctx.getImageData(0, 0, 40, 40).data).join(',');
+  };
+  // the missing-glyph box: a private-use code point no font here has
+  const tofu = draw('\\uE000');
+  const missing = letters.filter(ch => draw(ch) === tofu || ctx.measureText(ch).width === 0);
+  const body = getComputedStyle(document.querySelector('article p') || document.body).fontFamily;
+  return {letters: letters.length, missing, body,
+          faces: faces.map(f => ({weight: f.weight, status: f.status}))};
+}"""
+
+
+def test_georgian_pages_have_every_glyph(server, browser_context):
+    context, _ = browser_context
+    problems = []
+    pages = _edition_pages("ka/")
+    for rel in pages:
+        page = context.new_page()
+        page.goto(server + "ka/" + rel, wait_until="load")
+        g = page.evaluate(GLYPHS_JS)
+        # which fonts Chromium really drew the first Georgian paragraph with
+        cdp = context.new_cdp_session(page)
+        cdp.send("DOM.enable")
+        cdp.send("CSS.enable")
+        root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+        node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "article h1"})["nodeId"]
+        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"] if node else []
+        cdp.detach()
+        page.close()
+        if g["letters"] < 20:
+            problems.append(f"ka/{rel}: only {g['letters']} distinct Georgian letters")
+        if g["missing"]:
+            problems.append(f"ka/{rel}: drawn as missing-glyph boxes: {g['missing']}")
+        if not any(f["status"] == "loaded" for f in g["faces"]):
+            problems.append(f"ka/{rel}: Noto Sans Georgian was not loaded ({g['faces']})")
+        if not g["body"].startswith('"Noto Sans Georgian"'):
+            problems.append(f"ka/{rel}: body text font is {g['body']!r}")
+        used = {f["familyName"]: f for f in fonts}
+        if "Noto Sans Georgian" not in used or not used["Noto Sans Georgian"].get("isCustomFont"):
+            problems.append(f"ka/{rel}: the heading was drawn with {sorted(used)}, not the vendored Noto Sans Georgian")
+    assert len(pages) >= 10
+    assert not problems, "\n".join(problems)
+
+
+def test_numbers_are_written_the_editions_way(server, browser_context):
+    """A value glued into the text: 92,331,264 in English is 92 331 264 in German and Georgian."""
+    context, _ = browser_context
+    texts = {}
+    for edition in EDITIONS:
+        page = context.new_page()
+        page.goto(server + edition + "book/06_andrea_120m.html", wait_until="load")
+        texts[edition] = page.evaluate("document.querySelector('article').innerText")
+        page.close()
+    from andrea_ref import ANDREA_120M, count_parameters
+    n = count_parameters(ANDREA_120M)
+    assert f"{n:,}" in texts[""]
+    for edition in EDITIONS[1:]:
+        assert f"{n:,}".replace(",", "\u202f") in texts[edition], edition
+        assert f"{n:,}" not in texts[edition], edition

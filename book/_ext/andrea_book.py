@@ -294,20 +294,36 @@ def _glue_in_translations() -> None:
 ALT_CLASS = "andrea-alt-text"
 
 
+def _alt_anchor(image):
+    """Where a figure's alt-text message goes: after the image, or after the whole output
+    when the image is one of a notebook output's formats (MyST-NB keeps one of them
+    later, per builder)."""
+    node = image
+    while node.parent is not None and not isinstance(node.parent, nodes.document):
+        if node.parent.get("nb_element") == "mime_bundle":
+            return node.parent
+        node = node.parent
+    return image
+
+
 class AltTextToMessage(SphinxTransform):
     """Before translation: a figure's alt text becomes a hidden paragraph, a message the
     gettext builder extracts and the Locale transform translates."""
     default_priority = 15  # sphinx.transforms.i18n.Locale runs at 20
 
     def apply(self, **kwargs):
+        done = set()
         for image in list(self.document.findall(nodes.image)):
             alt = image.get("alt")
-            if not alt or image.parent is None:
+            anchor = _alt_anchor(image)
+            if not alt or anchor.parent is None or (id(anchor), alt) in done:
                 continue
+            done.add((id(anchor), alt))
             para = nodes.paragraph(alt, alt, classes=[ALT_CLASS])
+            para["andrea_alt"] = alt
             para.source = image.source or self.document["source"]
             para.line = image.line or 1
-            image.parent.insert(image.parent.index(image) + 1, para)
+            anchor.parent.insert(anchor.parent.index(anchor) + 1, para)
 
 
 class MessageToAltText(SphinxTransform):
@@ -315,14 +331,19 @@ class MessageToAltText(SphinxTransform):
     default_priority = 21
 
     def apply(self, **kwargs):
+        if self.app.builder.name == "gettext":
+            return  # the message catalogs are extracted from the paragraphs
         for para in list(self.document.findall(nodes.paragraph)):
             if ALT_CLASS not in para["classes"]:
                 continue
             parent = para.parent
             index = parent.index(para)
-            image = parent[index - 1] if index > 0 else None
-            if isinstance(image, nodes.image):
-                image["alt"] = para.astext()
+            anchor = parent[index - 1] if index > 0 else None
+            if anchor is not None:
+                images = [anchor] if isinstance(anchor, nodes.image) else list(anchor.findall(nodes.image))
+                for image in images:
+                    if image.get("alt") == para.get("andrea_alt"):
+                        image["alt"] = para.astext()
             parent.remove(para)
 
 

@@ -133,10 +133,12 @@ def _mimebundle(obj) -> dict:
         return {"image/svg+xml": buf.getvalue(), "text/plain": "<Figure>"}
     if hasattr(obj, "_repr_html_"):
         return {"text/html": obj._repr_html_(), "text/plain": "<HTML>"}
+    if hasattr(obj, "_repr_markdown_"):  # IPython.display.Markdown: a note in place of a table
+        return {"text/markdown": obj._repr_markdown_(), "text/plain": "<Markdown>"}
     if isinstance(obj, str):
         return {"text/plain": obj}
-    raise TypeError(f"draw must return a matplotlib Figure, an object with _repr_html_ or a str, "
-                    f"got {type(obj).__name__}")
+    raise TypeError(f"draw must return a matplotlib Figure, an object with _repr_html_ or _repr_markdown_, "
+                    f"or a str, got {type(obj).__name__}")
 
 
 class Localised:
@@ -160,6 +162,6 @@ def localised(draw: Callable[[Callable[[str], str]], object]) -> Localised:
     """Draw a figure or table in every language: ``draw(_)`` gets the language's ``_``.
 
     ``draw`` returns a matplotlib figure (shown as SVG), an object with ``_repr_html_``
-    (a table) or a str. Show the result as a cell's last value, or with ``display``.
+    (a table), one with ``_repr_markdown_`` (a note) or a str. Show the result as a cell's last value, or with ``display``.
     """
     return Localised(draw)

@@ -13,9 +13,10 @@ Steps, each cheap when there is nothing to do:
    are noticed by the cache as usual.
 4. Build the English edition into _build/html (the same build as ``jupyter-book
    build . -W -n --keep-going``, run by scripts/book_edition.py), which executes the
-   chapters; then the German and Georgian editions into _build/html/de and
-   _build/html/ka from the same execution cache, their prose from the catalogs in
-   book/locales (an edition whose catalogs changed is read again in full). The build
+   chapters; then the German and Georgian editions, side by side, into _build/html/de
+   and _build/html/ka from the same execution cache, their prose from the catalogs in
+   book/locales (an edition whose catalogs changed is read again in full; one with
+   nothing new is left as it is). The build
    fails if Sphinx fails in any edition, if any cell fails, or if
    _build/html/reports holds anything.
 
@@ -114,13 +115,66 @@ def catalogs_hash(language: str) -> str:
     return h.hexdigest()
 
 
-def build_edition(language: str, env: dict, fresh: bool) -> int:
+def edition_command(language: str, fresh: bool) -> list[str]:
     outdir = HTML if language == "en" else HTML / language
     cmd = [sys.executable, str(ROOT / "scripts" / "book_edition.py"), "html", language, str(outdir)]
     if fresh:
         cmd.append("--fresh")
     log(f"{language} edition -> {outdir.relative_to(ROOT)}" + (" (all pages)" if fresh else ""))
-    return subprocess.run(cmd, env=env).returncode
+    return cmd
+
+
+def sources_hash(digest: str) -> str:
+    """Everything an edition is made of but its catalogs: the chapters, the book's
+    extension, templates and styles, the configuration and the code (``digest``)."""
+    h = hashlib.sha256(digest.encode())
+    book = ROOT / "book"
+    for p in sorted(book.rglob("*")):
+        rel = p.relative_to(book)
+        if p.is_file() and rel.parts[0] not in ("locales", "_vendor") and not SKIP_PARTS & set(rel.parts) \
+                and p.suffix != ".pyc":
+            h.update(str(rel).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def build_translations(env: dict, full: bool, digest: str) -> int:
+    """The German and Georgian editions, side by side (one process each; no cell runs
+    again, the execution cache is shared). An edition whose sources and catalogs are
+    what its last good build had is left as it is. Sphinx does not notice a changed
+    catalog, so an edition whose catalogs changed is read again in full."""
+    sources = sources_hash(digest)
+    running = []
+    for language in EDITIONS[1:]:
+        catalogs = catalogs_hash(language)
+        fresh_stamp = BUILD / f".catalogs-{language}.sha256"
+        done_stamp = BUILD / f".edition-{language}.sha256"
+        state = f"{sources} {catalogs}"
+        if not full and done_stamp.is_file() and done_stamp.read_text().strip() == state \
+                and (HTML / language / "index.html").is_file():
+            log(f"{language} edition: up to date")
+            continue
+        fresh = full or not fresh_stamp.is_file() or fresh_stamp.read_text().strip() != catalogs
+        for stamp in (fresh_stamp, done_stamp):
+            stamp.unlink(missing_ok=True)
+        logfile = BUILD / f"edition-{language}.log"
+        with logfile.open("w") as out:
+            proc = subprocess.Popen(edition_command(language, fresh), env=env, stdout=out, stderr=subprocess.STDOUT)
+        running.append((language, proc, logfile, catalogs, state))
+    rc = 0
+    for language, proc, logfile, catalogs, state in running:
+        code = proc.wait()
+        text = logfile.read_text(errors="replace")
+        if code:
+            print(text[-20000:], flush=True)
+            log(f"{language} edition FAILED (exit {code}); its log: {logfile.relative_to(ROOT)}")
+            rc = rc or code
+            continue
+        for line in text.splitlines():
+            if "WARNING" in line or "ERROR" in line:
+                print(line, flush=True)
+        (BUILD / f".catalogs-{language}.sha256").write_text(catalogs + "\n")
+        (BUILD / f".edition-{language}.sha256").write_text(state + "\n")
+    return rc
 
 
 def stage_exercises() -> None:
@@ -174,7 +228,8 @@ def main() -> int:
         log(f"full rebuild ({why}): clearing the execution cache")
         # the HTML too: no page of a renamed or removed chapter is left behind
         for stale in (BUILD / ".jupyter_cache", BUILD / ".doctrees", BUILD / "jupyter_execute", HTML,
-                      *BUILD.glob(".doctrees-html-*"), *BUILD.glob(".catalogs-*.sha256")):
+                      *BUILD.glob(".doctrees-html-*"), *BUILD.glob(".catalogs-*.sha256"),
+                      *BUILD.glob(".edition-*.sha256")):
             shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     # A build that succeeds must not inherit the reports of an earlier failure.
     shutil.rmtree(HTML / "reports", ignore_errors=True)
@@ -185,7 +240,7 @@ def main() -> int:
     # The kernels must draw figures inline: a non-interactive backend set by the caller
     # (e.g. MPLBACKEND=Agg in CI) would silently drop every figure from the book.
     env.pop("MPLBACKEND", None)
-    rc = build_edition("en", env, fresh=full)
+    rc = subprocess.run(edition_command("en", fresh=full), env=env).returncode
 
     reports = sorted(p for p in (HTML / "reports").rglob("*") if p.is_file()) if (HTML / "reports").is_dir() else []
     for report in reports:
@@ -196,19 +251,8 @@ def main() -> int:
     if rc == 0 and not (HTML / "index.html").is_file():
         log("no _build/html/index.html was written")
         rc = 1
-    # The translated editions: no cell runs again (the execution cache is shared).
-    # Sphinx does not notice a changed catalog, so an edition whose catalogs changed
-    # is read again in full.
-    for language in EDITIONS[1:]:
-        if rc:
-            break
-        stamp = BUILD / f".catalogs-{language}.sha256"
-        catalogs = catalogs_hash(language)
-        fresh = full or not stamp.is_file() or stamp.read_text().strip() != catalogs
-        stamp.unlink(missing_ok=True)
-        rc = build_edition(language, env, fresh=fresh)
-        if rc == 0:
-            stamp.write_text(catalogs + "\n")
+    if rc == 0:
+        rc = build_translations(env, full, digest)
     if rc == 0:
         BUILD.mkdir(exist_ok=True)
         HASH_FILE.write_text(digest + "\n")

@@ -98,6 +98,7 @@ _language_catalog = _i18n.catalog
 _parse_format = string.Formatter().parse
 _str = builtins.str
 _sorted = builtins.sorted
+_Exception = builtins.Exception
 
 
 def _fields(text):
@@ -119,7 +120,7 @@ def _(message):
         if _type(text) is not _str or not text or _fields(text) != _fields(message):
             return message
         return text
-    except Exception:
+    except _Exception:
         return message
 
 # (rtol, atol): a value passes when |got - expected| <= atol + rtol * |expected|. The

@@ -36,6 +36,7 @@ import io
 import math
 import os
 import signal
+import string
 import sys
 import threading
 import warnings
@@ -43,6 +44,9 @@ import warnings
 import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from .. import i18n as _i18n
+from ..i18n import N_
 
 # ---------------------------------------------------------------------------
 # Captured at import time. The notebooks import this module in their first, locked
@@ -79,6 +83,45 @@ _clone = _TensorBase.clone
 _reshape = _TensorBase.reshape
 _numel = _TensorBase.numel
 _float64 = torch.float64
+
+# ---------------------------------------------------------------------------
+# The learner's language. Messages are marked _("...") where they are shown (N_ where a
+# table of them is only defined) and translated at that moment, so ANDREA_LANG set
+# between two checks changes the language of the second. Translating only chooses
+# text: it never raises and never decides a point. Any failure -- no catalog, a
+# broken one, a translation whose {placeholders} differ from the English, something
+# replaced in the kernel -- gives the English message, and a warning about an unknown
+# ANDREA_LANG is swallowed here (stderr output would cost a graded cell its points;
+# the language check is andrea_ref.i18n's, outside the checks).
+_current_language = _i18n.current_language
+_language_catalog = _i18n.catalog
+_parse_format = string.Formatter().parse
+_str = builtins.str
+_sorted = builtins.sorted
+_Exception = builtins.Exception
+
+
+def _fields(text):
+    return _sorted(f for _lit, f, _spec, _conv in _parse_format(text) if f is not None)
+
+
+def _(message):
+    """``message`` in the learner's language (:func:`andrea_ref.i18n.current_language`),
+    else ``message`` itself; never raises."""
+    try:
+        if _type(message) is not _str or not message:
+            return message
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            language = _current_language()
+        if language == "en":
+            return message
+        text = _language_catalog(language).get(message)
+        if _type(text) is not _str or not text or _fields(text) != _fields(message):
+            return message
+        return text
+    except _Exception:
+        return message
 
 # (rtol, atol): a value passes when |got - expected| <= atol + rtol * |expected|. The
 # notebooks state these numbers; float64 gets float32's tolerance so that a rounded
@@ -129,18 +172,18 @@ def integrity_problem():
         now = vars(space).get(name, value)
         # torch._dynamo, once imported, rebinds a few functions to wrappers of themselves
         if now is not value and getattr(now, "__wrapped__", None) is not value:
-            return (
-                f"{label}.{name} has been replaced in this notebook (something like "
-                f"`{label}.{name} = ...`). The checks need the real PyTorch: remove that line, "
+            return _(
+                "{function} has been replaced in this notebook (something like "
+                "`{function} = ...`). The checks need the real PyTorch: remove that line, "
                 "restart the kernel and run all cells again."
-            )
+            ).format(function=f"{label}.{name}")
     added = [n for n, v in vars(torch.Tensor).items() if n not in _TENSOR_NAMES and _callable(v)]
     if added:
-        return (
-            f"torch.Tensor.{added[0]} has been replaced in this notebook (something like "
-            f"`torch.Tensor.{added[0]} = ...`). The checks need the real PyTorch: remove that "
-            "line, restart the kernel and run all cells again."
-        )
+        return _(
+            "{function} has been replaced in this notebook (something like "
+            "`{function} = ...`). The checks need the real PyTorch: remove that line, "
+            "restart the kernel and run all cells again."
+        ).format(function=f"torch.Tensor.{added[0]}")
     return None
 
 
@@ -246,7 +289,7 @@ class GradingError(AssertionError):
         first, *rest = str(self).splitlines() or [""]
         lines = [f"{_type(self).__name__}: {first}", *rest]
         if self.checked_property:
-            lines.append(f"\u2717 not met: {self.checked_property}")
+            lines.append(_("\u2717 not met: {property}").format(property=_(self.checked_property)))
         return lines
 
 
@@ -261,7 +304,7 @@ class LearnerError(GradingError):
         lines = super()._render_traceback_()
         where = _learner_lines(self.original)
         if where:
-            lines[1:1] = ["In your code:", *where]
+            lines[1:1] = [_("In your code:"), *where]
         return lines
 
 
@@ -281,9 +324,13 @@ def _learner_lines(error, limit=3):
         if not any(path == d or path.startswith(d + os.sep) for d in skip):
             text = linecache.getline(code.co_filename, tb.tb_lineno).strip()
             # a notebook cell is compiled as a file of its own in ipykernel's folder
-            place = ("of its cell" if "ipykernel_" in code.co_filename or code.co_filename.startswith("<")
-                     else f"of {os.path.basename(code.co_filename)}")
-            frames.append(f"  {code.co_name}, line {tb.tb_lineno} {place}" + (f": {text}" if text else ""))
+            if "ipykernel_" in code.co_filename or code.co_filename.startswith("<"):
+                place = _("{function}, line {line} of its cell")
+            else:
+                place = _("{function}, line {line} of {file}")
+            place = place.format(function=code.co_name, line=tb.tb_lineno,
+                                 file=os.path.basename(code.co_filename))
+            frames.append(f"  {place}" + (f": {text}" if text else ""))
         tb = tb.tb_next
     return frames[-limit:]
 
@@ -419,27 +466,30 @@ def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None):
         raise GradingError(outcome.integrity)
     if outcome.ref_hits:
         raise GradingError(
-            f"`{name}` calls andrea_ref's own implementation ({outcome.ref_hits[0]}); {forbidden.what}"
+            _("`{name}` calls andrea_ref's own implementation ({function}); {rule}").format(
+                name=name, function=outcome.ref_hits[0], rule=_(forbidden.what))
         )
     used = sorted(op for op in outcome.ops if any(w in op for w in forbidden.aten_words))
     if used:
         raise GradingError(
-            f"`{name}` runs the library operation aten.{used[0]}; {forbidden.what}"
+            _("`{name}` runs the library operation aten.{op}; {rule}").format(
+                name=name, op=used[0], rule=_(forbidden.what))
         )
     if outcome.timed_out:
         if key is not None:
             _TIMED_OUT.add(key)
-        raise GradingError(f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s (an endless loop?).")
+        raise GradingError(_("`{name}` did not finish within {seconds} s (an endless loop?).").format(
+            name=name, seconds=f"{CALL_TIME_LIMIT:g}"))
     error = outcome.error
     if error is not None:
         if _isinstance(error, NotImplementedError):
-            msg = f"`{name}` is not written yet: it raises NotImplementedError."
+            msg = _("`{name}` is not written yet: it raises NotImplementedError.").format(name=name)
         else:
             kind = getattr(error, "remote_type", None) or _type(error).__name__
-            msg = f"`{name}` raised {kind}: {error}"
+            msg = _("`{name}` raised {kind}: {error}").format(name=name, kind=kind, error=error)
             extra = hint(error) if hint is not None else None
             if extra:
-                msg += f"\nLikely mistake: {extra}"
+                msg += "\n" + _("Likely mistake: {likely}").format(likely=extra)
         raise LearnerError(msg, error)
     return outcome.result
 
@@ -452,13 +502,14 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
     may be a :class:`RemoteAnswer`: the call then runs in the process that serves it.
     """
     if not _callable(fn):
-        raise GradingError(f"`{name}` should be a function, got {_type(fn).__name__}.")
+        raise GradingError(_("`{name}` should be a function, got {type}.").format(
+            name=name, type=_type(fn).__name__))
     remote = _isinstance(fn, RemoteAnswer)
     key = fn if remote else _fn_key(fn)
     if (remote and fn.timed_out) or (not remote and key in _TIMED_OUT):
         raise GradingError(
-            f"`{name}` did not finish within {CALL_TIME_LIMIT:g} s in an earlier check "
-            "(an endless loop?), so it is not called again."
+            _("`{name}` did not finish within {seconds} s in an earlier check "
+              "(an endless loop?), so it is not called again.").format(name=name, seconds=f"{CALL_TIME_LIMIT:g}")
         )
     if remote:
         outcome = fn.remote_call(args, forbidden)
@@ -479,12 +530,13 @@ def check_result(out, *, name, shape, dtype, device):
     out = _plain_tensor(out, name=name, shape=shape)
     if out.dtype != dtype:
         raise GradingError(
-            f"`{name}` returned dtype {out.dtype} for {dtype} input; the output must keep "
-            "the input's dtype (a constant made with torch.tensor(...) can promote it: "
-            "use plain Python numbers)."
+            _("`{name}` returned dtype {got} for {dtype} input; the output must keep "
+              "the input's dtype (a constant made with torch.tensor(...) can promote it: "
+              "use plain Python numbers).").format(name=name, got=out.dtype, dtype=dtype)
         )
     if out.device != device:
-        raise GradingError(f"`{name}` returned a tensor on {out.device}; the input was on {device}.")
+        raise GradingError(_("`{name}` returned a tensor on {got}; the input was on {device}.").format(
+            name=name, got=out.device, device=device))
     return _clone(_detach(out))
 
 
@@ -517,8 +569,10 @@ def mismatch(out, ref, tol):
     allowed = atol + rtol * abs(want)
     where = _index_text(i, tuple(a.shape))
     g, w = _two_numbers(got, want)
-    return (f"at {where} got {g}, expected {w}: difference {abs(got - want):.3g}, "
-            f"allowed {allowed:.3g} (rtol = {rtol:g}, atol = {atol:g})")
+    return _("at {index} got {got}, expected {expected}: difference {difference}, "
+             "allowed {allowed} (rtol = {rtol}, atol = {atol})").format(
+        index=where, got=g, expected=w, difference=f"{abs(got - want):.3g}",
+        allowed=f"{allowed:.3g}", rtol=f"{rtol:g}", atol=f"{atol:g}")
 
 
 def close(out, ref, tol):
@@ -547,9 +601,12 @@ def diagnose(out, variants, tol, default):
 
 
 def fail(title, detail, likely=None):
+    """Raise the :class:`GradingError` of a failed property: ``title`` (what should
+    hold), ``detail`` (where it does not) and ``likely`` (the likely mistake and its
+    fix), each already in the learner's language (``_("...")``)."""
     msg = f"{title}\n{detail}"
     if likely:
-        msg += f"\nLikely mistake: {likely}"
+        msg += "\n" + _("Likely mistake: {likely}").format(likely=likely)
     raise GradingError(msg)
 
 
@@ -613,17 +670,20 @@ def rounding(dtype, result):
 def _plain_tensor(out, *, name, shape):
     """``out`` if it is a plain ``torch.Tensor`` of ``shape``, else ``AssertionError``."""
     if out is None:
-        raise GradingError(f"`{name}` returned None: did you forget the `return`?")
+        raise GradingError(_("`{name}` returned None: did you forget the `return`?").format(name=name))
     if _type(out) is not _Tensor:
         if _isinstance(out, _Tensor):
             raise GradingError(
-                f"`{name}` must return a plain torch.Tensor, got the subclass {_type(out).__name__}."
+                _("`{name}` must return a plain torch.Tensor, got the subclass {type}.").format(
+                    name=name, type=_type(out).__name__)
             )
-        raise GradingError(f"`{name}` must return a torch.Tensor, got {_type(out).__name__}.")
+        raise GradingError(_("`{name}` must return a torch.Tensor, got {type}.").format(
+            name=name, type=_type(out).__name__))
     got_shape = tuple(out.shape)
     if got_shape != tuple(shape):
         raise GradingError(
-            f"`{name}` returned shape {got_shape}; expected {tuple(shape)}."
+            _("`{name}` returned shape {got}; expected {shape}.").format(
+                name=name, got=got_shape, shape=tuple(shape))
         )
     return out
 
@@ -637,7 +697,8 @@ def values_result(out, *, name, shape):
     out = _plain_tensor(out, name=name, shape=shape)
     if not _is_floating(out):
         raise GradingError(
-            f"`{name}` returned a tensor of dtype {out.dtype}; its values must be floating point."
+            _("`{name}` returned a tensor of dtype {dtype}; its values must be floating point.").format(
+                name=name, dtype=out.dtype)
         )
     return _clone(_detach(out))
 
@@ -655,10 +716,10 @@ def check_new_result(fn, first_args, second_args, *, name, forbidden=NOTHING_FOR
         _logical_or(_eq(_detach(first), kept), _logical_and(_isnan(_detach(first)), _isnan(kept)))))
     if not unchanged:
         fail(
-            f"Calling `{name}` a second time changed the tensor its first call returned.",
-            "Each call must return a new tensor: an output kept between calls (a buffer "
-            "filled with out=... or in place, or a view of one) is overwritten by the next "
-            "call, so whoever kept the first result finds it changed.",
+            _("Calling `{name}` a second time changed the tensor its first call returned.").format(name=name),
+            _("Each call must return a new tensor: an output kept between calls (a buffer "
+              "filled with out=... or in place, or a view of one) is overwritten by the next "
+              "call, so whoever kept the first result finds it changed."),
         )
 
 
@@ -711,7 +772,7 @@ def graded(check):
             err = GradingError(str(exc))
             err.checked_property = prop
             raise err from exc
-        print(f"\u2713 {prop}")
+        print(f"\u2713 {_(prop)}")
 
     wrapper.__name__ = check.__name__
     wrapper.__qualname__ = check.__qualname__
@@ -726,6 +787,7 @@ def run_report(title, checks, fn):
     print(title)
     passed = 0
     for label, check in checks:
+        label = _(label)
         try:
             with quiet(), contextlib.redirect_stdout(io.StringIO()):
                 check(fn)
@@ -737,5 +799,5 @@ def run_report(title, checks, fn):
         else:
             passed += 1
             print(f"  \u2713 {label}")
-    print(f"{passed} of {len(checks)} properties hold.")
+    print(_("{passed} of {total} properties hold.").format(passed=passed, total=len(checks)))
     return passed == len(checks)

@@ -36,11 +36,12 @@ from ..config import ModelConfig
 from ..layernorm import layer_norm as _ln
 from ..mlp import mlp as _mlp
 from . import _core as C
+from ._core import N_, _
 
 NAME = "block"
 FORBIDDEN = C.Forbidden(
-    "in this notebook the block is wired from the provided layer_norm, "
-    "causal_self_attention and mlp; andrea_ref.block and andrea_ref.Block are not allowed.",
+    N_("in this notebook the block is wired from the provided layer_norm, "
+       "causal_self_attention and mlp; andrea_ref.block and andrea_ref.Block are not allowed."),
     ref_files=("block.py", "model.py"),
 )
 ATTN = ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")
@@ -99,31 +100,31 @@ def _variants(x, p, n_head):
         hid = x + mlp(ln(norm_mlp, x))
         return hid + attn(ln(norm_attn, hid))
 
-    order = ("the sublayers are in the wrong order: the MLP sublayer comes before attention. "
-             "Attention comes first, h = x + attention(ln_1(x)), then the MLP, "
-             "h + mlp(ln_2(h)).")
+    order = _("the sublayers are in the wrong order: the MLP sublayer comes before attention. "
+              "Attention comes first, h = x + attention(ln_1(x)), then the MLP, "
+              "h + mlp(ln_2(h)).")
     return [
-        ("a post-norm block, LN(x + f(x)). ANDREA is pre-norm: x + f(LN(x)), so the "
-         "residual stream itself is never normalised.",
+        (_("a post-norm block, LN(x + f(x)). ANDREA is pre-norm: x + f(LN(x)), so the "
+           "residual stream itself is never normalised."),
          lambda: _reference(x, p, cfg.replace(norm_position="post"))),
-        ("the residual connections are missing: each sublayer's output is added to its "
-         "input, x = x + attention(ln_1(x)), then x = x + mlp(ln_2(x)).",
+        (_("the residual connections are missing: each sublayer's output is added to its "
+           "input, x = x + attention(ln_1(x)), then x = x + mlp(ln_2(x))."),
          lambda: _reference(x, p, cfg.replace(residual=False))),
-        ("the residual is added after the norm: the normalised x replaces x, so the skip "
-         "connection carries LN(x). Keep x and add the sublayer to it: x + f(LN(x)).",
+        (_("the residual is added after the norm: the normalised x replaces x, so the skip "
+           "connection carries LN(x). Keep x and add the sublayer to it: x + f(LN(x))."),
          after_norm),
-        ("one LayerNorm (ln_1) is used for both sublayers; the MLP sublayer has its own, ln_2.",
+        (_("one LayerNorm (ln_1) is used for both sublayers; the MLP sublayer has its own, ln_2."),
          lambda: shared("ln_1")),
-        ("one LayerNorm (ln_2) is used for both sublayers; the attention sublayer has its own, ln_1.",
+        (_("one LayerNorm (ln_2) is used for both sublayers; the attention sublayer has its own, ln_1."),
          lambda: shared("ln_2")),
-        ("the MLP sublayer has no residual connection: x + mlp(ln_2(x)).",
+        (_("the MLP sublayer has no residual connection: x + mlp(ln_2(x))."),
          lambda: mlp(ln("ln_2", x + attn(ln("ln_1", x))))),
-        ("the attention sublayer has no residual connection: x + attention(ln_1(x)).",
+        (_("the attention sublayer has no residual connection: x + attention(ln_1(x))."),
          lambda: (lambda a: a + mlp(ln("ln_2", a)))(attn(ln("ln_1", x)))),
-        ("the MLP reads the attention output instead of the updated residual stream.",
+        (_("the MLP reads the attention output instead of the updated residual stream."),
          lambda: (lambda a: x + a + mlp(ln("ln_2", a)))(attn(ln("ln_1", x)))),
         (order, lambda: mlp_first("ln_2", "ln_1")),  # each sublayer keeps its own norm
-        (order + " Each keeps its own LayerNorm: ln_1 for attention, ln_2 for the MLP.",
+        (order + " " + _("Each keeps its own LayerNorm: ln_1 for attention, ln_2 for the MLP."),
          lambda: mlp_first("ln_1", "ln_2")),  # the norms follow the positions
     ]
 
@@ -166,13 +167,14 @@ def check_block_shape(fn, seed=0):
         out = C.call(fn, (args_x, args_p, n_head), name=NAME, forbidden=FORBIDDEN)
         out = C.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
         if not C.same(keep_x, args_x):
-            C.fail(f"`{NAME}` changed its argument `x` in place.",
-                   "Write x = x + ..., not x += ...: the caller's tensor must stay as it was.")
+            C.fail(_("`{name}` changed its argument `{argument}` in place.").format(name=NAME, argument="x"),
+                   _("Write x = x + ..., not x += ...: the caller's tensor must stay as it was."))
         for k in keep_p:
             if k not in args_p or not C.same(keep_p[k], args_p[k]):
-                C.fail(f"`{NAME}` changed params[{k!r}].", "The parameters must be left as they were.")
+                C.fail(_("`{name}` changed params[{key}].").format(name=NAME, key=repr(k)),
+                       _("The parameters must be left as they were."))
         if not C.all_finite(out):
-            C.fail(f"`{NAME}` returned nan or inf for ordinary input.", "")
+            C.fail(_("`{name}` returned nan or inf for ordinary input.").format(name=NAME), "")
         C.check_new_result(fn, (C._clone(x), {k: C._clone(v) for k, v in p.items()}, n_head),
                            (C._clone(x) * 0.5 + 0.25, {k: C._clone(v) for k, v in p.items()}, n_head),
                            name=NAME, forbidden=FORBIDDEN)
@@ -191,13 +193,14 @@ def check_block_residual(fn, seed=0):
             continue
         likely = None
         if C.close(out, torch.zeros_like(C.f64(x)), tol):
-            likely = ("the residual connections are missing: each sublayer's output is added "
-                      "to its input, x = x + attention(ln_1(x)), then x = x + mlp(ln_2(x)).")
+            likely = _("the residual connections are missing: each sublayer's output is added to its "
+                       "input, x = x + attention(ln_1(x)), then x = x + mlp(ln_2(x)).")
         likely = _diagnosis(fn, seed, device, dtype) or likely
         C.fail(
-            "With the output projections attn.w_o, attn.b_o, mlp.w2 and mlp.b2 set to zero both "
-            f"sublayers add nothing, so a pre-norm block must return x unchanged.",
-            f"x {tuple(x.shape)}, {dtype}, on {device}: {C.mismatch(out, x, tol)}.",
+            _("With the output projections attn.w_o, attn.b_o, mlp.w2 and mlp.b2 set to zero both "
+              "sublayers add nothing, so a pre-norm block must return x unchanged."),
+            _("x {shape}, {dtype}, on {device}: {mismatch}.").format(
+                shape=tuple(x.shape), dtype=dtype, device=device, mismatch=C.mismatch(out, x, tol)),
             likely,
         )
 
@@ -217,11 +220,15 @@ def check_block_norms(fn, seed=0):
                 other = "ln_2" if name == "ln_1" else "ln_1"
                 sub = "attention" if name == "ln_1" else "MLP"
                 C.fail(
-                    f"Changing {name}.gamma and {name}.beta does not change the block's output.",
-                    f"x {tuple(x.shape)}, on {device}.",
-                    f"{name} is never used (one LayerNorm, {other}, shared by both sublayers?): "
-                    f"the {sub} sublayer normalises its input with its own parameters, "
-                    f"params['{name}.gamma'] and params['{name}.beta'].",
+                    _("Changing {norm}.gamma and {norm}.beta does not change the block's output.").format(
+                        norm=name),
+                    _("x {shape}, on {device}.").format(shape=tuple(x.shape), device=device),
+                    (_("{norm} is never used (one LayerNorm, {other}, shared by both sublayers?): "
+                       "the attention sublayer normalises its input with its own parameters, "
+                       "params['{norm}.gamma'] and params['{norm}.beta'].") if sub == "attention" else
+                     _("{norm} is never used (one LayerNorm, {other}, shared by both sublayers?): "
+                       "the MLP sublayer normalises its input with its own parameters, "
+                       "params['{norm}.gamma'] and params['{norm}.beta'].")).format(norm=name, other=other),
                 )
 
 
@@ -236,20 +243,33 @@ def check_block_values(fn, seed=0):
         if C.close(out, want, tol):
             continue
         C.fail(
-            f"`{NAME}` should return h + mlp(ln_2(h)) with h = x + attention(ln_1(x)).",
-            f"x {tuple(x.shape)}, n_head = {n_head}, {dtype}, on {device}: {C.mismatch(out, want, tol)}.",
+            _("`{name}` should return h + mlp(ln_2(h)) with h = x + attention(ln_1(x)).").format(name=NAME),
+            _("x {shape}, n_head = {n_head}, {dtype}, on {device}: {mismatch}.").format(
+                shape=tuple(x.shape), n_head=n_head, dtype=dtype, device=device,
+                mismatch=C.mismatch(out, want, tol)),
             C.diagnose(out, _variants(x, p, n_head), tol, None),
         )
 
 
+# (property, check) for the self-check report; the names are translated when shown.
 CHECKS = (
-    ("shape, dtype and device kept", check_block_shape),
-    ("pre-norm residual stream", check_block_residual),
-    ("a LayerNorm per sublayer", check_block_norms),
-    ("the whole block", check_block_values),
+    (N_("shape, dtype and device kept"), check_block_shape),
+    (N_("pre-norm residual stream"), check_block_residual),
+    (N_("a LayerNorm per sublayer"), check_block_norms),
+    (N_("the whole block"), check_block_values),
+)
+
+
+# What each graded check states (its docstring's first line, printed beside its tick
+# or cross): marked here to be translated when shown.
+PROPERTIES = (
+    N_("block returns a new [batch, seq, d_model] tensor with x's dtype and device; x and params unchanged."),
+    N_("Pre-norm residual stream: with both sublayers switched off the block returns x."),
+    N_("Each sublayer has its own LayerNorm: ln_1 and ln_2 both shape the output."),
+    N_("The whole pre-norm block matches the reference on random parameters."),
 )
 
 
 def report_block(fn):
     """Print which properties of ``fn`` hold (never raises): for self-checks."""
-    return C.run_report(f"Checking `{NAME}`:", CHECKS, fn)
+    return C.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)

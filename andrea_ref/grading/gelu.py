@@ -28,12 +28,13 @@ import torch
 from ..gelu import gelu_exact as _exact
 from ..gelu import gelu_tanh_torch as _reference
 from . import _core as C
+from ._core import N_, _
 
 NAME = "gelu"
 FORBIDDEN = C.Forbidden(
-    "in this notebook GELU is built from elementary tensor operations (multiplication, "
-    "addition, torch.tanh); torch.nn.functional.gelu, nn.GELU and andrea_ref's gelu are "
-    "not allowed, whatever name they are called by.",
+    N_("in this notebook GELU is built from elementary tensor operations (multiplication, "
+       "addition, torch.tanh); torch.nn.functional.gelu, nn.GELU and andrea_ref's gelu are "
+       "not allowed, whatever name they are called by."),
     aten_words=("gelu",),
     ref_files=("gelu.py", "kernels" + "/", "mlp.py", "block.py", "model.py"),
 )
@@ -65,21 +66,21 @@ def _variants(x):
     x = C.f64(x)
     tanh = lambda c, k: 0.5 * x * (1 + torch.tanh(c * (x + k * x ** 3)))  # noqa: E731
     return [
-        ("the exact erf form x * Phi(x). The course uses the tanh approximation: "
-         "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).", lambda: _exact(x)),
-        ("the sigmoid approximation x * sigmoid(1.702 x). The course uses the tanh "
-         "approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).",
+        (_("the exact erf form x * Phi(x). The course uses the tanh approximation: "
+           "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."), lambda: _exact(x)),
+        (_("the sigmoid approximation x * sigmoid(1.702 x). The course uses the tanh "
+           "approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."),
          lambda: x * torch.sigmoid(1.702 * x)),
-        ("ReLU (max(x, 0)) instead of GELU.", lambda: torch.clamp(x, min=0)),
-        ("the constant sqrt(2/pi) is written as sqrt(2*pi) or sqrt(pi/2); it is about 0.7979.",
+        (_("ReLU (max(x, 0)) instead of GELU."), lambda: torch.clamp(x, min=0)),
+        (_("the constant sqrt(2/pi) is written as sqrt(2*pi) or sqrt(pi/2); it is about 0.7979."),
          lambda: tanh(math.sqrt(2 * math.pi), 0.044715)),
-        ("the constant sqrt(2/pi) is written as sqrt(2*pi) or sqrt(pi/2); it is about 0.7979.",
+        (_("the constant sqrt(2/pi) is written as sqrt(2*pi) or sqrt(pi/2); it is about 0.7979."),
          lambda: tanh(math.sqrt(math.pi / 2), 0.044715)),
-        ("the square root is missing: the factor is sqrt(2/pi) ~ 0.7979, not 2/pi.",
+        (_("the square root is missing: the factor is sqrt(2/pi) ~ 0.7979, not 2/pi."),
          lambda: tanh(2 / math.pi, 0.044715)),
-        ("the cubic term is x^2 instead of x^3.", lambda: 0.5 * x * (1 + torch.tanh(
+        (_("the cubic term is x^2 instead of x^3."), lambda: 0.5 * x * (1 + torch.tanh(
             math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 2)))),
-        ("the factor 0.5 is missing.", lambda: 2 * _reference(x)),
+        (_("the factor 0.5 is missing."), lambda: 2 * _reference(x)),
     ]
 
 
@@ -97,12 +98,13 @@ def check_gelu_shape(fn, seed=0):
             out = C.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
             if not C.same(keep, arg):
                 C.fail(
-                    f"`{NAME}` changed its argument `x` in place.",
-                    "Compute into new tensors (0.5 * x * ..., not x.mul_(0.5)); in-place ops "
-                    "are fine on tensors you created yourself.",
+                    _("`{name}` changed its argument `{argument}` in place.").format(name=NAME, argument="x"),
+                    _("Compute into new tensors (0.5 * x * ..., not x.mul_(0.5)); in-place ops "
+                      "are fine on tensors you created yourself."),
                 )
             if not C.all_finite(out):
-                C.fail(f"`{NAME}` returned nan or inf for ordinary input of shape {shape}.", "")
+                C.fail(_("`{name}` returned nan or inf for ordinary input of shape {shape}.").format(
+                    name=NAME, shape=shape), "")
             if x.numel():
                 C.check_new_result(fn, (C._clone(x),), (C._clone(x) * 0.5 + 0.25,),
                                    name=NAME, forbidden=FORBIDDEN)
@@ -123,11 +125,12 @@ def check_gelu_values(fn, seed=0):
                 continue
             likely = C.diagnose(out, _variants(x), (1e-4, 1e-4), None)
             if likely is None and C.close(out, want, (1e-2, 1e-2)):
-                likely = ("close to GELU but not the tanh formula: check the constants "
-                          "sqrt(2/pi) ~ 0.7978845608 and 0.044715.")
+                likely = _("close to GELU but not the tanh formula: check the constants "
+                           "sqrt(2/pi) ~ 0.7978845608 and 0.044715.")
             C.fail(
-                f"`{NAME}` does not match 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).",
-                f"Inputs in [-6, 6], {dtype}, on {device}: {C.mismatch(out, want, tol)}.",
+                _("`{name}` does not match 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).").format(name=NAME),
+                _("Inputs in [-6, 6], {dtype}, on {device}: {mismatch}.").format(
+                    dtype=dtype, device=device, mismatch=C.mismatch(out, want, tol)),
                 likely,
             )
 
@@ -147,22 +150,33 @@ def check_gelu_extremes(fn, seed=0):
             if C.all_finite(out) and C.close(out, want, tol):
                 continue
             C.fail(
-                f"For inputs as large as +-{C._item(x64.abs().max()):g} ({dtype}, on {device}), "
-                f"`{NAME}` should return about x for x > 0 and 0 for x < 0.",
+                _("For inputs as large as +-{largest} ({dtype}, on {device}), "
+                  "`{name}` should return about x for x > 0 and 0 for x < 0.").format(
+                      largest=f"{C._item(x64.abs().max()):g}", dtype=dtype, device=device, name=NAME),
                 f"{C.mismatch(out, want, tol)}.",
-                "an intermediate overflows: torch.tanh handles huge arguments, a tanh written "
-                "with exp (e^z - e^-z)/(e^z + e^-z) gives inf/inf = nan."
+                _("an intermediate overflows: torch.tanh handles huge arguments, a tanh written "
+                  "with exp (e^z - e^-z)/(e^z + e^-z) gives inf/inf = nan.")
                 if not C.all_finite(out) else None,
             )
 
 
+# (property, check) for the self-check report; the names are translated when shown.
 CHECKS = (
-    ("shape, dtype and device kept", check_gelu_shape),
-    ("the tanh formula", check_gelu_values),
-    ("huge inputs", check_gelu_extremes),
+    (N_("shape, dtype and device kept"), check_gelu_shape),
+    (N_("the tanh formula"), check_gelu_values),
+    (N_("huge inputs"), check_gelu_extremes),
+)
+
+
+# What each graded check states (its docstring's first line, printed beside its tick
+# or cross): marked here to be translated when shown.
+PROPERTIES = (
+    N_("gelu returns a new tensor of x's shape, dtype and device and leaves x alone."),
+    N_("gelu is the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."),
+    N_("gelu stays finite for huge inputs: about x for large x and 0 for very negative x."),
 )
 
 
 def report_gelu(fn):
     """Print which properties of ``fn`` hold (never raises): for self-checks."""
-    return C.run_report(f"Checking `{NAME}`:", CHECKS, fn)
+    return C.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)

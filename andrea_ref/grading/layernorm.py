@@ -32,13 +32,14 @@ import torch
 
 from ..layernorm import layer_norm as _reference
 from . import _core as C
+from ._core import N_, _
 
 NAME = "layer_norm"
 FORBIDDEN = C.Forbidden(
-    "in this notebook LayerNorm is built from elementary tensor operations (mean, "
-    "subtraction, multiplication, square root); torch.nn.functional.layer_norm, "
-    "nn.LayerNorm, other library norms and andrea_ref's layer_norm are not allowed, "
-    "whatever name they are called by.",
+    N_("in this notebook LayerNorm is built from elementary tensor operations (mean, "
+       "subtraction, multiplication, square root); torch.nn.functional.layer_norm, "
+       "nn.LayerNorm, other library norms and andrea_ref's layer_norm are not allowed, "
+       "whatever name they are called by."),
     aten_words=("layer_norm", "group_norm", "batch_norm", "instance_norm", "rms_norm"),
     ref_files=("layernorm.py", "block.py", "model.py"),
 )
@@ -130,13 +131,15 @@ def check_layer_norm_shape(fn, seed=0):
             for label, before, after in zip(("x", "gamma", "beta"), keep, args):
                 if not C.same(before, after):
                     C.fail(
-                        f"`{NAME}` changed its argument `{label}` in place.",
-                        "A function must leave its inputs as they were: compute into new "
-                        "tensors (x - mean, not x -= mean; in-place ops are fine on tensors "
-                        "you created yourself).",
+                        _("`{name}` changed its argument `{argument}` in place.").format(
+                            name=NAME, argument=label),
+                        _("A function must leave its inputs as they were: compute into new "
+                          "tensors (x - mean, not x -= mean; in-place ops are fine on tensors "
+                          "you created yourself)."),
                     )
             if not C.all_finite(out):
-                C.fail(f"`{NAME}` returned nan or inf for ordinary input of shape {shape}.", "")
+                C.fail(_("`{name}` returned nan or inf for ordinary input of shape {shape}.").format(
+                    name=NAME, shape=shape), "")
             again = [C._clone(t) for t in (x * 0.5 + 0.25, gamma, beta)]
             C.check_new_result(fn, (*[C._clone(t) for t in (x, gamma, beta)], 1e-5), (*again, 1e-5),
                                name=NAME, forbidden=FORBIDDEN)
@@ -166,30 +169,32 @@ def check_layer_norm_normalises(fn, seed=0):
         variants = []
         for shift in (1.0, 0.0):
             variants += [
-                ("the variance divides by d - 1 (the unbiased estimate, torch.var's default). "
-                 "LayerNorm uses the biased variance, dividing by d: use .mean of the squared "
-                 "deviations, or torch.var(..., unbiased=False) / correction=0.",
+                (_("the variance divides by d - 1 (the unbiased estimate, torch.var's default). "
+                   "LayerNorm uses the biased variance, dividing by d: use .mean of the squared "
+                   "deviations, or torch.var(..., unbiased=False) / correction=0."),
                  lambda s=shift: _variant(x, eps, unbiased=True) + s),
             ]
             for dim in range(len(shape) - 1):
                 variants.append((
-                    f"the statistics are taken over dimension {dim}, not the last one. Each token "
-                    "is normalised on its own: mean and variance over dim=-1 with keepdim=True.",
+                    _("the statistics are taken over dimension {dim}, not the last one. Each token "
+                      "is normalised on its own: mean and variance over dim=-1 with keepdim=True.").format(
+                          dim=dim),
                     lambda s=shift, dim=dim: _variant(x, eps, dim=dim) + s))
             variants += [
-                ("mean and variance are taken over the whole tensor. Each token (row) is "
-                 "normalised on its own: dim=-1, keepdim=True.",
+                (_("mean and variance are taken over the whole tensor. Each token (row) is "
+                   "normalised on its own: dim=-1, keepdim=True."),
                  lambda s=shift: _variant(x, eps, dim=None) + s),
-                ("the mean is not subtracted before dividing by the standard deviation.",
+                (_("the mean is not subtracted before dividing by the standard deviation."),
                  lambda s=shift: _variant(x, eps, center=False) + s),
-                ("the centred values are divided by the variance instead of its square root.",
+                (_("the centred values are divided by the variance instead of its square root."),
                  lambda s=shift: _variant(x, eps, sqrt=False) + s),
             ]
         likely = C.diagnose(out, variants, tol, None)
         C.fail(
-            f"With gamma = beta = 1, `{NAME}` should return x_hat + 1, where x_hat = (x - mean) / "
-            "sqrt(var + eps) over the last dimension.",
-            f"Input shape {shape}, {dtype}, on {device}: {C.mismatch(out, x_hat + 1, tol)}.",
+            _("With gamma = beta = 1, `{name}` should return x_hat + 1, where x_hat = (x - mean) / "
+              "sqrt(var + eps) over the last dimension.").format(name=NAME),
+            _("Input shape {shape}, {dtype}, on {device}: {mismatch}.").format(
+                shape=shape, dtype=dtype, device=device, mismatch=C.mismatch(out, x_hat + 1, tol)),
             likely,
         )
 
@@ -219,27 +224,28 @@ def check_layer_norm_affine(fn, seed=0):
             continue
         x_hat = _reference(x, ones, zeros, 1e-5)
         variants = [
-            ("gamma and beta are swapped: the result must be gamma * x_hat + beta.",
+            (_("gamma and beta are swapped: the result must be gamma * x_hat + beta."),
              lambda: beta * x_hat + gamma),
-            ("gamma and beta are swapped: the result must be gamma * x_hat + beta.",
+            (_("gamma and beta are swapped: the result must be gamma * x_hat + beta."),
              lambda: beta * C.f64(own_hat) + gamma),
-            ("gamma is never applied: multiply the normalised values by gamma.",
+            (_("gamma is never applied: multiply the normalised values by gamma."),
              lambda: x_hat + beta),
-            ("beta is never applied: add beta after scaling by gamma.",
+            (_("beta is never applied: add beta after scaling by gamma."),
              lambda: gamma * x_hat),
-            ("neither gamma nor beta is applied: return gamma * x_hat + beta.",
+            (_("neither gamma nor beta is applied: return gamma * x_hat + beta."),
              lambda: x_hat),
-            ("beta is added before scaling: the result must be gamma * x_hat + beta, "
-             "not gamma * (x_hat + beta).",
+            (_("beta is added before scaling: the result must be gamma * x_hat + beta, "
+               "not gamma * (x_hat + beta)."),
              lambda: gamma * (x_hat + beta)),
         ]
         likely = C.diagnose(out, variants, tol, None)
         if likely is None and not spread_ok:
-            likely = ("with gamma = 1 and beta = 0 the output does not vary within a token, "
-                      "so the normalised values never reach the output.")
+            likely = _("with gamma = 1 and beta = 0 the output does not vary within a token, "
+                       "so the normalised values never reach the output.")
         C.fail(
-            f"`{NAME}(x, gamma, beta)` should equal gamma * `{NAME}(x, 1, 0)` + beta.",
-            f"Input shape {shape}, {dtype}, on {device}: {C.mismatch(out, expected, tol)}.",
+            _("`{name}(x, gamma, beta)` should equal gamma * `{name}(x, 1, 0)` + beta.").format(name=NAME),
+            _("Input shape {shape}, {dtype}, on {device}: {mismatch}.").format(
+                shape=shape, dtype=dtype, device=device, mismatch=C.mismatch(out, expected, tol)),
             likely,
         )
 
@@ -256,17 +262,17 @@ def check_layer_norm_eps(fn, seed=0):
             ones = torch.ones(d, dtype=torch.float64, device=device)
             xd = x.to(device)
             eps, s = 1e-2, 10.0
-            where = f"Input shape {shape}, float64, on {device}"
+            where = _("Input shape {shape}, float64, on {device}").format(shape=shape, device=device)
 
             flat = xd.clone()
             flat[..., 0, :] = 0.75  # one token whose entries are all equal: variance 0
             out = _run(fn, flat, ones, ones, eps)
             if not C.all_finite(out):
                 C.fail(
-                    "A token whose entries are all equal has variance 0; eps must keep the "
-                    "division finite, but the output has nan or inf.",
+                    _("A token whose entries are all equal has variance 0; eps must keep the "
+                      "division finite, but the output has nan or inf."),
                     where,
-                    "eps is missing: divide by sqrt(var + eps), not sqrt(var).",
+                    _("eps is missing: divide by sqrt(var + eps), not sqrt(var)."),
                 )
 
             base = _run(fn, xd, ones, ones, eps)
@@ -274,11 +280,11 @@ def check_layer_norm_eps(fn, seed=0):
             tol = C.tol_for(torch.float64, result=base)
             if C.close(base, small, tol):
                 C.fail(
-                    "Changing eps from 1e-6 to 1e-2 on tokens with variance about 1e-2 "
-                    "does not change the output.",
+                    _("Changing eps from 1e-6 to 1e-2 on tokens with variance about 1e-2 "
+                      "does not change the output."),
                     where,
-                    "the eps argument is ignored (a fixed number used instead?): add the eps "
-                    "you are given to the variance.",
+                    _("the eps argument is ignored (a fixed number used instead?): add the eps "
+                      "you are given to the variance."),
                 )
 
             scaled = _run(fn, xd * s, ones, ones, eps * s * s)
@@ -286,33 +292,44 @@ def check_layer_norm_eps(fn, seed=0):
                 outside = _run(fn, xd * s, ones, ones, eps * s)
                 likely = None
                 if C.close(outside, base, tol):
-                    likely = ("eps is added outside the square root (to the standard deviation): "
-                              "divide by sqrt(var + eps), not sqrt(var) + eps.")
+                    likely = _("eps is added outside the square root (to the standard deviation): "
+                               "divide by sqrt(var + eps), not sqrt(var) + eps.")
                 C.fail(
-                    "With eps inside the square root, scaling x by s and eps by s**2 leaves "
-                    f"the output unchanged; here `{NAME}(10 x, 1, 1, 1.0)` differs from "
-                    f"`{NAME}(x, 1, 1, 0.01)`.",
+                    _("With eps inside the square root, scaling x by s and eps by s**2 leaves "
+                      "the output unchanged; here `{name}(10 x, 1, 1, 1.0)` differs from "
+                      "`{name}(x, 1, 1, 0.01)`.").format(name=NAME),
                     f"{where}: {C.mismatch(scaled, base, tol)}.",
-                    likely or "eps is not added to the variance inside the square root.",
+                    likely or _("eps is not added to the variance inside the square root."),
                 )
 
             default = _run(fn, xd, ones, ones)
             if not C.close(default, _run(fn, xd, ones, ones, 1e-5), tol):
                 C.fail(
-                    f"`{NAME}(x, gamma, beta)` should use eps = 1e-5 by default.",
+                    _("`{name}(x, gamma, beta)` should use eps = 1e-5 by default.").format(name=NAME),
                     where,
-                    "the default value of eps in the signature is not 1e-5.",
+                    _("the default value of eps in the signature is not 1e-5."),
                 )
 
 
+# (property, check) for the self-check report; the names are translated when shown.
 CHECKS = (
-    ("shape, dtype and device kept", check_layer_norm_shape),
-    ("normalisation over the last axis", check_layer_norm_normalises),
-    ("gamma and beta", check_layer_norm_affine),
-    ("eps inside the square root", check_layer_norm_eps),
+    (N_("shape, dtype and device kept"), check_layer_norm_shape),
+    (N_("normalisation over the last axis"), check_layer_norm_normalises),
+    (N_("gamma and beta"), check_layer_norm_affine),
+    (N_("eps inside the square root"), check_layer_norm_eps),
+)
+
+
+# What each graded check states (its docstring's first line, printed beside its tick
+# or cross): marked here to be translated when shown.
+PROPERTIES = (
+    N_("layer_norm returns a new tensor of x's shape, dtype and device and leaves its inputs alone."),
+    N_("Each token is normalised over the last axis with the biased variance."),
+    N_("gamma scales and beta shifts the normalised values: gamma * x_hat + beta."),
+    N_("eps is added to the variance inside the square root (default 1e-5)."),
 )
 
 
 def report_layer_norm(fn):
     """Print which properties of ``fn`` hold (never raises): for self-checks."""
-    return C.run_report(f"Checking `{NAME}`:", CHECKS, fn)
+    return C.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)

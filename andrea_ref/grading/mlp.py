@@ -30,11 +30,12 @@ from ..gelu import gelu as _gelu
 from ..gelu import gelu_exact as _gelu_exact
 from ..mlp import mlp as _reference
 from . import _core as C
+from ._core import N_, _
 
 NAME = "mlp"
 FORBIDDEN = C.Forbidden(
-    "in this notebook the MLP is written with matrix products, the bias additions and "
-    "the provided gelu; andrea_ref.mlp.mlp and andrea_ref.MLP are not allowed.",
+    N_("in this notebook the MLP is written with matrix products, the bias additions and "
+       "the provided gelu; andrea_ref.mlp.mlp and andrea_ref.MLP are not allowed."),
     ref_files=("mlp.py", "block.py", "model.py"),
 )
 _ARGS = ("x", "w1", "b1", "w2", "b2")
@@ -43,9 +44,9 @@ _ARGS = ("x", "w1", "b1", "w2", "b2")
 def _layout_hint(exc):
     text = str(exc)
     if isinstance(exc, RuntimeError) and ("shape" in text or "size" in text):
-        return ("transposed weights. The weights are laid out [in, out]: w1 is "
-                "[d_model, mlp_dim] and w2 is [mlp_dim, d_model], so the layers are "
-                "x @ w1 and h @ w2, with no .T (nn.Linear stores the transpose, [out, in]).")
+        return _("transposed weights. The weights are laid out [in, out]: w1 is "
+                 "[d_model, mlp_dim] and w2 is [mlp_dim, d_model], so the layers are "
+                 "x @ w1 and h @ w2, with no .T (nn.Linear stores the transpose, [out, in]).")
     return None
 
 
@@ -63,25 +64,25 @@ def _symmetric(g, n, low, high):
 def _variants(args):
     x, w1, b1, w2, b2 = (C.f64(a) for a in args)
     return [
-        ("ReLU is used in place of GELU: apply the provided gelu between the layers.",
+        (_("ReLU is used in place of GELU: apply the provided gelu between the layers."),
          lambda: torch.relu(x @ w1 + b1) @ w2 + b2),
-        ("GELU is applied after the second linear layer. It goes between the layers: "
-         "gelu(x @ w1 + b1) @ w2 + b2.",
+        (_("GELU is applied after the second linear layer. It goes between the layers: "
+           "gelu(x @ w1 + b1) @ w2 + b2."),
          lambda: _gelu((x @ w1 + b1) @ w2 + b2)),
-        ("GELU is applied after both linear layers; it belongs only between them.",
+        (_("GELU is applied after both linear layers; it belongs only between them."),
          lambda: _gelu(_gelu(x @ w1 + b1) @ w2 + b2)),
-        ("no activation: without GELU the two layers collapse into one linear map.",
+        (_("no activation: without GELU the two layers collapse into one linear map."),
          lambda: (x @ w1 + b1) @ w2 + b2),
-        ("the exact erf GELU (torch.nn.functional.gelu's default) is used; the course's "
-         "GELU is the tanh approximation: use the provided gelu.",
+        (_("the exact erf GELU (torch.nn.functional.gelu's default) is used; the course's "
+           "GELU is the tanh approximation: use the provided gelu."),
          lambda: _gelu_exact(x @ w1 + b1) @ w2 + b2),
-        ("b1 is never added: the first layer is x @ w1 + b1.",
+        (_("b1 is never added: the first layer is x @ w1 + b1."),
          lambda: _gelu(x @ w1) @ w2 + b2),
-        ("b2 is never added: the second layer is h @ w2 + b2.",
+        (_("b2 is never added: the second layer is h @ w2 + b2."),
          lambda: _gelu(x @ w1 + b1) @ w2),
-        ("neither bias is added: x @ w1 + b1, then h @ w2 + b2.",
+        (_("neither bias is added: x @ w1 + b1, then h @ w2 + b2."),
          lambda: _gelu(x @ w1) @ w2),
-        ("transposed weights: with [in, out] layout the layers are x @ w1 and h @ w2, no .T.",
+        (_("transposed weights: with [in, out] layout the layers are x @ w1 and h @ w2, no .T."),
          lambda: _gelu(x @ w1.T + b1) @ w2.T + b2),
     ]
 
@@ -95,8 +96,9 @@ def _compare(fn, args, dtype, device, title):
         return
     C.fail(
         title,
-        f"x {tuple(args[0].shape)}, w1 {tuple(args[1].shape)}, {dtype}, on {device}: "
-        f"{C.mismatch(out, want, tol)}.",
+        _("x {x_shape}, w1 {w1_shape}, {dtype}, on {device}: {mismatch}.").format(
+            x_shape=tuple(args[0].shape), w1_shape=tuple(args[1].shape), dtype=dtype, device=device,
+            mismatch=C.mismatch(out, want, tol)),
         C.diagnose(out, _variants(args), tol, None),
     )
 
@@ -125,11 +127,12 @@ def check_mlp_shape(fn, seed=0):
         out = C.check_result(out, name=NAME, shape=args[0].shape, dtype=dtype, device=args[0].device)
         for label, before, after in zip(_ARGS, keep, passed):
             if not C.same(before, after):
-                C.fail(f"`{NAME}` changed its argument `{label}` in place.",
-                       "A function must leave its inputs as they were; in-place ops are fine "
-                       "on tensors you created yourself.")
+                C.fail(_("`{name}` changed its argument `{argument}` in place.").format(
+                           name=NAME, argument=label),
+                       _("A function must leave its inputs as they were; in-place ops are fine "
+                         "on tensors you created yourself."))
         if not C.all_finite(out):
-            C.fail(f"`{NAME}` returned nan or inf for ordinary input.", "")
+            C.fail(_("`{name}` returned nan or inf for ordinary input.").format(name=NAME), "")
         C.check_new_result(fn, tuple(C._clone(a) for a in args),
                            (C._clone(args[0]) * 0.5 + 0.25, *(C._clone(a) for a in args[1:])),
                            name=NAME, forbidden=FORBIDDEN, hint=_layout_hint)
@@ -147,8 +150,9 @@ def check_mlp_layout(fn, seed=0):
         zeros = torch.zeros
         _compare(fn, (x, w1, zeros(h, dtype=torch.float64), w2, zeros(d, dtype=torch.float64)),
                  dtype, device,
-                 f"`{NAME}` with d_model = {d}, mlp_dim = {h}, zero biases and positive weights "
-                 "(where GELU is the identity) should return (x @ w1) @ w2.")
+                 _("`{name}` with d_model = {d_model}, mlp_dim = {mlp_dim}, zero biases and positive "
+                   "weights (where GELU is the identity) should return (x @ w1) @ w2.").format(
+                       name=NAME, d_model=d, mlp_dim=h))
 
 
 @C.graded
@@ -162,7 +166,7 @@ def check_mlp_activation(fn, seed=0):
         w2 = _symmetric(g, d, -1.0, 1.0) * 0.8
         zero = torch.zeros(d, dtype=torch.float64)
         _compare(fn, (x, w1, zero, w2, zero), dtype, device,
-                 f"`{NAME}` with zero biases should return gelu(x @ w1) @ w2.")
+                 _("`{name}` with zero biases should return gelu(x @ w1) @ w2.").format(name=NAME))
 
 
 @C.graded
@@ -177,18 +181,30 @@ def check_mlp_bias(fn, seed=0):
         b1 = torch.randn(d, generator=g, dtype=torch.float64)
         b2 = torch.randn(d, generator=g, dtype=torch.float64) * 5
         _compare(fn, (x, w1, b1, w2, b2), dtype, device,
-                 f"`{NAME}` should add b1 after the first layer and b2 after the second "
-                 "(checked where every pre-activation is large and positive, so GELU is the identity).")
+                 _("`{name}` should add b1 after the first layer and b2 after the second (checked "
+                   "where every pre-activation is large and positive, so GELU is the identity).").format(
+                       name=NAME))
 
 
+# (property, check) for the self-check report; the names are translated when shown.
 CHECKS = (
-    ("shape, dtype and device kept", check_mlp_shape),
-    ("weights laid out [in, out]", check_mlp_layout),
-    ("GELU between the layers", check_mlp_activation),
-    ("both biases", check_mlp_bias),
+    (N_("shape, dtype and device kept"), check_mlp_shape),
+    (N_("weights laid out [in, out]"), check_mlp_layout),
+    (N_("GELU between the layers"), check_mlp_activation),
+    (N_("both biases"), check_mlp_bias),
+)
+
+
+# What each graded check states (its docstring's first line, printed beside its tick
+# or cross): marked here to be translated when shown.
+PROPERTIES = (
+    N_("mlp returns a new [batch, seq, d_model] tensor with x's dtype and device, inputs unchanged."),
+    N_("Weights are laid out [in, out]: x @ w1 with w1 [d_model, mlp_dim], h @ w2 with w2 [mlp_dim, d_model]."),
+    N_("GELU sits between the two linear layers: gelu(x @ w1 + b1) @ w2 + b2."),
+    N_("Both biases are added: b1 after the first layer, b2 after the second."),
 )
 
 
 def report_mlp(fn):
     """Print which properties of ``fn`` hold (never raises): for self-checks."""
-    return C.run_report(f"Checking `{NAME}`:", CHECKS, fn)
+    return C.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)

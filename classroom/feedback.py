@@ -133,7 +133,21 @@ def shown_once(outputs: list[dict]) -> list[dict]:
 SELF_CHECK_NOTE = ("(the self-check's ticks and crosses are not repeated here: "
                    "each graded cell below shows the grader's verdict)\n")
 _VERDICT_LINE = re.compile(r"^(\s*)[\u2713\u2717] ")
-_REPORT_LINE = re.compile(r"^(Checking `[\w.]+`:|\d+ of \d+ propert(y holds|ies hold)\.)$")
+
+
+def _report_line_pattern() -> re.Pattern:
+    """The self-check report's title and count line, in every language of the course."""
+    from andrea_ref.i18n import LANGUAGES, gettext
+    fields = {"name": r"[\w.]+", "passed": r"\d+", "total": r"\d+"}
+    alternatives = [r"\d+ of \d+ propert(?:y holds|ies hold)\."]
+    for language in LANGUAGES:
+        for message in ("Checking `{name}`:", "{passed} of {total} properties hold."):
+            escaped = re.escape(gettext(message, language))
+            alternatives.append(re.sub(r"\\\{(\w+)\\\}", lambda m: fields.get(m.group(1), r".+?"), escaped))
+    return re.compile("^(" + "|".join(dict.fromkeys(alternatives)) + ")$")
+
+
+_REPORT_LINE = _report_line_pattern()
 
 
 def without_kernel_verdicts(outputs: list) -> list[dict]:

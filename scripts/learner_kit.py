@@ -9,6 +9,8 @@ The kit (``_build/learner-kit/``, and ``_build/andrea-block-lab-learner-kit.zip`
     dist/              the course package: a wheel and an sdist of andrea_ref
                        (the GELU kernel's sources inside, as andrea_ref/kernels/csrc/)
     notebooks/         the released notebooks (exercises/), NN_topic/name.ipynb
+    notebooks-de/      the same notebooks in German, and notebooks-ka/ in Georgian
+                       (scripts/notebook_i18n.py; the checks answer in their language)
     _build/html/       the built course book (open _build/html/index.html); at the
                        place the notebooks' chapter links expect it
     jupyter-config/    JupyterLab for a learner: nbgrader's instructor tools off (lab/learner/)
@@ -53,7 +55,8 @@ course package `andrea_ref` they are checked against.
 | folder | what it holds |
 |---|---|
 | `notebooks/` | the notebooks, to do in order: `01_layernorm`, `02_gelu`, `03_mlp`, `04_block` |
-| `_build/html/` | the course book: open `_build/html/index.html` in a browser (works offline); the notebooks' chapter links open its pages |
+| `notebooks-de/`, `notebooks-ka/` | the same notebooks in German (Deutsch) and Georgian (ქართული): the checks answer in the notebook's language |
+| `_build/html/` | the course book: open `_build/html/index.html` in a browser (works offline; German in `_build/html/de/`, Georgian in `_build/html/ka/`); the notebooks' chapter links open its pages |
 | `dist/` | the course package, `{wheel}` (and its source, `{sdist}`) |
 | `jupyter-config/` | JupyterLab's settings for learners (nbgrader's instructor tools turned off) |
 
@@ -74,7 +77,7 @@ of torch 2.13 first (see PyTorch's installation page); pip then keeps it.
 ## Work
 
 ```bash
-cd notebooks
+cd notebooks            # or notebooks-de, or notebooks-ka
 JUPYTER_CONFIG_DIR="$PWD/../jupyter-config" ../.venv/bin/jupyter lab
 ```
 
@@ -149,6 +152,10 @@ def build(out: Path = DEFAULT_OUT, html: Path = ROOT / "_build" / "html") -> Pat
         dest = out / "notebooks" / nb.relative_to(ROOT / "exercises")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(nb, dest)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import notebook_i18n
+    for language in notebook_i18n.TRANSLATED:
+        notebook_i18n.release(language, dest=out / f"notebooks-{language}")
     shutil.copytree(html, out / "_build" / "html", ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))
     shutil.copytree(ROOT / "lab" / "learner", out / "jupyter-config",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))

@@ -186,3 +186,17 @@ def test_glued_numbers_are_written_the_editions_way():
     assert andrea_book.localise_number("GPT-2 v1.5x", "de") == "GPT-2 v1.5x"
     assert andrea_book.edition_url("book/03_x", "en", "ka") == "../ka/book/03_x.html"
     assert andrea_book.edition_url("book/03_x", "de", "en") == "../../book/03_x.html"
+
+
+@pytest.mark.parametrize("lang", ("en",) + LANGS)
+def test_feedback_drops_the_self_checks_report_in_every_language(lang):
+    """The learner kernel's own self-check report is left out of feedback, whatever its language."""
+    from andrea_ref.i18n import gettext
+    from classroom.feedback import SELF_CHECK_NOTE, without_kernel_verdicts
+    report = "".join([gettext("Checking `{name}`:", lang).format(name="layer_norm") + "\n",
+                      "  \u2713 shape\n", "  \u2717 eps\n      why\n",
+                      gettext("{passed} of {total} properties hold.", lang).format(passed=1, total=2) + "\n",
+                      "a value the learner printed\n"])
+    kept = without_kernel_verdicts([{"output_type": "stream", "name": "stdout", "text": report}])
+    text = "".join(o["text"] for o in kept)
+    assert text == "a value the learner printed\n" + SELF_CHECK_NOTE

@@ -113,8 +113,12 @@ def test_kit_holds_what_a_learner_needs(kit):
                                for p in (ROOT / "exercises").glob("*/*.ipynb"))
     assert len(notebooks) == 4
     assert "_build/html/index.html" in names and any(n.startswith("_build/html/book/") for n in names)
+    translated = sorted(n for n in names if n.startswith(("notebooks-de/", "notebooks-ka/")))
+    assert len(translated) == 8
+    for lang in ("de", "ka"):
+        assert f"_build/html/{lang}/book/01_welcome.html" in names
     # every relative link of a notebook (chapter links) lands on a file of the kit
-    for nb in notebooks:
+    for nb in notebooks + translated:
         for cell in json.loads((out / nb).read_text())["cells"]:
             if cell["cell_type"] != "markdown":
                 continue
@@ -128,6 +132,9 @@ def test_kit_holds_what_a_learner_needs(kit):
     readme = (out / "README.md").read_text()
     assert wheels[0].split("/")[-1] in readme and "Hand in" in readme
     with zipfile.ZipFile(out / wheels[0]) as zf:
+        # the checks' messages in German and Georgian travel with the package
+        assert {"andrea_ref/locales/de/LC_MESSAGES/grading.po",
+                "andrea_ref/locales/ka/LC_MESSAGES/grading.po"} <= set(zf.namelist())
         packaged = set(zf.namelist())
     assert {"andrea_ref/kernels/csrc/gelu_math.h", "andrea_ref/kernels/csrc/gelu_kernels.cu",
             "andrea_ref/grading/gelu.py"} <= packaged

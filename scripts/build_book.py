@@ -124,6 +124,17 @@ def edition_command(language: str, fresh: bool) -> list[str]:
     return cmd
 
 
+def extension_hash() -> str:
+    """The book's own Sphinx extension, templates and styles: Sphinx does not notice when
+    they change, so every page is read again then (the execution cache still holds)."""
+    h = hashlib.sha256()
+    for sub in ("_ext", "_templates", "_static"):
+        for p in sorted((ROOT / "book" / sub).rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
 def sources_hash(digest: str) -> str:
     """Everything an edition is made of but its catalogs: the chapters, the book's
     extension, templates and styles, the configuration and the code (``digest``)."""
@@ -137,7 +148,7 @@ def sources_hash(digest: str) -> str:
     return h.hexdigest()
 
 
-def build_translations(env: dict, full: bool, digest: str) -> int:
+def build_translations(env: dict, full: bool, digest: str, extension: str) -> int:
     """The German and Georgian editions, side by side (one process each; no cell runs
     again, the execution cache is shared). An edition whose sources and catalogs are
     what its last good build had is left as it is. Sphinx does not notice a changed
@@ -145,7 +156,7 @@ def build_translations(env: dict, full: bool, digest: str) -> int:
     sources = sources_hash(digest)
     running = []
     for language in EDITIONS[1:]:
-        catalogs = catalogs_hash(language)
+        catalogs = f"{catalogs_hash(language)} {extension}"
         fresh_stamp = BUILD / f".catalogs-{language}.sha256"
         done_stamp = BUILD / f".edition-{language}.sha256"
         state = f"{sources} {catalogs}"
@@ -229,7 +240,7 @@ def main() -> int:
         # the HTML too: no page of a renamed or removed chapter is left behind
         for stale in (BUILD / ".jupyter_cache", BUILD / ".doctrees", BUILD / "jupyter_execute", HTML,
                       *BUILD.glob(".doctrees-html-*"), *BUILD.glob(".catalogs-*.sha256"),
-                      *BUILD.glob(".edition-*.sha256")):
+                      *BUILD.glob(".edition-*.sha256"), BUILD / ".extension.sha256"):
             shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
     # A build that succeeds must not inherit the reports of an earlier failure.
     shutil.rmtree(HTML / "reports", ignore_errors=True)
@@ -240,7 +251,13 @@ def main() -> int:
     # The kernels must draw figures inline: a non-interactive backend set by the caller
     # (e.g. MPLBACKEND=Agg in CI) would silently drop every figure from the book.
     env.pop("MPLBACKEND", None)
-    rc = subprocess.run(edition_command("en", fresh=full), env=env).returncode
+    extension = extension_hash()
+    ext_stamp = BUILD / ".extension.sha256"
+    fresh = full or not ext_stamp.is_file() or ext_stamp.read_text().strip() != extension
+    ext_stamp.unlink(missing_ok=True)
+    rc = subprocess.run(edition_command("en", fresh=fresh), env=env).returncode
+    if rc == 0:
+        ext_stamp.write_text(extension + "\n")
 
     reports = sorted(p for p in (HTML / "reports").rglob("*") if p.is_file()) if (HTML / "reports").is_dir() else []
     for report in reports:
@@ -252,7 +269,7 @@ def main() -> int:
         log("no _build/html/index.html was written")
         rc = 1
     if rc == 0:
-        rc = build_translations(env, full, digest)
+        rc = build_translations(env, full, digest, extension)
     if rc == 0:
         BUILD.mkdir(exist_ok=True)
         HASH_FILE.write_text(digest + "\n")

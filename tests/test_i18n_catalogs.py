@@ -200,3 +200,11 @@ def test_feedback_drops_the_self_checks_report_in_every_language(lang):
     kept = without_kernel_verdicts([{"output_type": "stream", "name": "stdout", "text": report}])
     text = "".join(o["text"] for o in kept)
     assert text == "a value the learner printed\n" + SELF_CHECK_NOTE
+
+
+def test_numbers_in_drawn_tables_are_written_the_editions_way():
+    import andrea_book
+    html = '<table><tr><td title="1,000">92,331,264</td><td><code>0.02</code></td><td>0.02</td></tr></table>'
+    assert andrea_book.localise_html_numbers(html, "ka") == \
+        '<table><tr><td title="1,000">92\u202f331\u202f264</td><td><code>0.02</code></td><td>0,02</td></tr></table>'
+    assert andrea_book.localise_html_numbers(html, "en") == html

@@ -220,6 +220,8 @@ class LocalisedOutputs:
         language = edition_language(renderer.renderer.sphinx_env.config)
         content = translations.get(language, {}).get(data.mime_type, data.content) \
             if language != "en" else data.content
+        if data.mime_type == "text/html" and isinstance(content, str):
+            content = localise_html_numbers(content, language)
         local = dataclasses.replace(data, content=content, output_metadata=rest)
         if inline:
             return renderer.render_mime_type_inline(local)
@@ -382,6 +384,27 @@ def localise_number(text: str, language: str) -> str:
         return whole.replace(",", "\u202f") + ("," + frac[1:] if frac else "") + exponent
 
     return re.sub(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?([eE][+-]?\d+)?(?![\w.])", one, text)
+
+
+_TAG = re.compile(r"(<[^>]*>)")
+
+
+def localise_html_numbers(html: str, language: str) -> str:
+    """localise_number on the text of an HTML table or list drawn by a chapter (not on
+    its tags, nor inside <code> or <pre>)."""
+    if language == "en":
+        return html
+    out, verbatim = [], 0
+    for part in _TAG.split(html):
+        if part.startswith("<"):
+            name = re.match(r"</?\s*([a-zA-Z0-9]+)", part)
+            if name and name.group(1).lower() in ("code", "pre", "script", "style"):
+                verbatim += -1 if part.startswith("</") else (0 if part.endswith("/>") else 1)
+                verbatim = max(verbatim, 0)
+            out.append(part)
+        else:
+            out.append(part if verbatim else localise_number(part, language))
+    return "".join(out)
 
 
 class LocaliseGluedNumbers(SphinxTransform):

@@ -236,6 +236,18 @@ def analyse_notebook(nb) -> dict:
     return {"errors": errors[:50]}
 
 
+def _in_language(nb, assignment: str):
+    """The graded notebook with its markdown in the feedback's language: nbgrader put
+    the English text of the locked cells back, from the gradebook."""
+    from .notebook_i18n import catalog, translate_notebook
+    language = os.environ.get("ANDREA_LANG", "en")
+    if language == "en":
+        return nb
+    import nbformat
+    translated = translate_notebook(dict(nb), language, catalog(language, assignment))
+    return nbformat.from_dict(translated)
+
+
 def _submission_language(notebooks) -> str | None:
     """The language of a submission's notebooks, when they name one of the course's."""
     from andrea_ref.i18n import LANGUAGES, METADATA_KEY
@@ -479,7 +491,7 @@ def grade_one(api, wdir: Path, spec: sandbox.SandboxSpec, job: dict, out: Path, 
         shown = {g: independent.verdict_outputs(c) for g, c in v.cells.items()} if v is not None else {}
         safe = wdir / "feedback_src" / student / assignment / f"{name}.ipynb"
         safe.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(feedback_notebook(nb, shown), safe)
+        nbformat.write(feedback_notebook(_in_language(nb, assignment), shown), safe)
     if graded_nbs and record["status"] != STATUS_FAILED:
         with temp_attrs(api.coursedir, autograded_directory="feedback_src"):
             fb = api.generate_feedback(assignment, student, force=True)

@@ -3,7 +3,7 @@
 1. Extract the English messages into templates (.pot):
    - the book's prose, with Sphinx's gettext builder -> _build/gettext/book/*.pot
    - the graded notebooks' markdown, one template per assignment
-     (scripts/notebook_i18n.py) -> _build/gettext/notebooks/*.pot
+     (classroom/notebook_i18n.py) -> _build/gettext/notebooks/*.pot
    - the course package's own words (grading messages, marked ``_("...")`` or
      ``N_("...")`` in andrea_ref/) -> _build/gettext-package/grading.pot, and the
      labels of the book's figures and tables (``_("...")`` in the chapters' code cells
@@ -100,7 +100,7 @@ def extract() -> None:
                          "gettext", "en", str(POT_DIR)]).returncode
     if rc:
         sys.exit(f"[catalogs] the book's gettext build failed (exit {rc})")
-    import notebook_i18n  # scripts/notebook_i18n.py
+    from classroom import notebook_i18n
     for assignment, messages in notebook_i18n.extract_all(ROOT / "solutions").items():
         _write_pot(POT_DIR / "notebooks" / f"{assignment}.pot", ((m, None) for m in messages))
     n_grading = _write_pot(PACKAGE_POT_DIR / "grading.pot", package_messages())

@@ -19,7 +19,7 @@ so that the Assignment List lists them and **Submit** hands one in. JupyterLab's
 and workspaces are kept in ``_build/lab-state/``.
 
 **Language.** ``ANDREA_LANG=de make lab`` (or ``ka``) gives the learner the notebooks in
-German (or Georgian), made from the release and the catalogs (scripts/notebook_i18n.py),
+German (or Georgian), made from the release and the catalogs (classroom/notebook_i18n.py),
 in a workspace of their own (``_build/lab-workspace-de``), and the kernels show the
 checks' messages in that language. English is the default.
 
@@ -37,9 +37,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-import notebook_i18n  # noqa: E402
-from notebook_i18n import LANGUAGES  # noqa: E402
+sys.path.insert(0, str(ROOT))
+from classroom import notebook_i18n  # noqa: E402
+from classroom.notebook_i18n import LANGUAGES  # noqa: E402
 
 RECORD = ".released.json"
 COURSE_ID = "andrea-block-lab"  # as in nbgrader_config.py and lab/*/nbgrader_config.py

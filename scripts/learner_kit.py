@@ -10,7 +10,7 @@ The kit (``_build/learner-kit/``, and ``_build/andrea-block-lab-learner-kit.zip`
                        (the GELU kernel's sources inside, as andrea_ref/kernels/csrc/)
     notebooks/         the released notebooks (exercises/), NN_topic/name.ipynb
     notebooks-de/      the same notebooks in German, and notebooks-ka/ in Georgian
-                       (scripts/notebook_i18n.py; the checks answer in their language)
+                       (classroom/notebook_i18n.py; the checks answer in their language)
     _build/html/       the built course book (open _build/html/index.html); at the
                        place the notebooks' chapter links expect it
     jupyter-config/    JupyterLab for a learner: nbgrader's instructor tools off (lab/learner/)
@@ -152,8 +152,8 @@ def build(out: Path = DEFAULT_OUT, html: Path = ROOT / "_build" / "html") -> Pat
         dest = out / "notebooks" / nb.relative_to(ROOT / "exercises")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(nb, dest)
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import notebook_i18n
+    sys.path.insert(0, str(ROOT))
+    from classroom import notebook_i18n
     for language in notebook_i18n.TRANSLATED:
         notebook_i18n.release(language, dest=out / f"notebooks-{language}")
     shutil.copytree(html, out / "_build" / "html", ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))

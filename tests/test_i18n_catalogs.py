@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "book" / "_ext")]
 import catalogs  # noqa: E402
 import i18n_check  # noqa: E402
-import notebook_i18n  # noqa: E402
+from classroom import notebook_i18n  # noqa: E402
 
 LANGS = ("de", "ka")
 

@@ -2,7 +2,7 @@
 
 The same learner answers (a right one and classic mistakes from grading_submissions.py)
 are handed in three times: in the English release, and in the German and Georgian
-notebooks made from it (scripts/notebook_i18n.py). The parallel grader grades all of
+notebooks made from it (classroom/notebook_i18n.py). The parallel grader grades all of
 them in one run. Every answer must score the same in the three languages (and what the
 table of cases says it should score), and the feedback of a German or Georgian
 notebook must show the checks' messages in that language: every message of the English
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(Path(__file__).parent), str(ROOT / "scripts")]
 from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
 
-import notebook_i18n  # noqa: E402
+from classroom import notebook_i18n  # noqa: E402
 from andrea_ref import i18n  # noqa: E402
 from classroom import grade  # noqa: E402
 

@@ -1,5 +1,9 @@
 """The graded notebooks in German and Georgian, made from the English ones and the catalogs.
 
+Used by the learner's lab (scripts/lab.py), the learner kit, the catalogs' extraction
+(scripts/catalogs.py) and the grader, which shows a learner's feedback in the language
+of the notebook they handed in.
+
 Only the markdown is translated. Every code cell (the set-up, the learner's cell, the
 graded checks with their hidden tests) and its nbgrader metadata stay byte for byte
 what the English release has, so a notebook is graded the same in every language.
@@ -14,7 +18,7 @@ assignment's catalog, book/locales/<lang>/LC_MESSAGES/notebooks/<assignment>.po
 A block without a translation stays English. nbgrader's checksum of a locked markdown
 cell is computed again for the translated text, so Validate accepts the notebook.
 
-    python scripts/notebook_i18n.py release de   # exercises/ -> _build/exercises-de/
+    python -m classroom.notebook_i18n release de   # exercises/ -> _build/exercises-de/
 """
 from __future__ import annotations
 

@@ -208,3 +208,24 @@ def test_numbers_in_drawn_tables_are_written_the_editions_way():
     assert andrea_book.localise_html_numbers(html, "ka") == \
         '<table><tr><td title="1,000">92\u202f331\u202f264</td><td><code>0.02</code></td><td>0,02</td></tr></table>'
     assert andrea_book.localise_html_numbers(html, "en") == html
+
+
+def test_a_kernel_follows_its_notebooks_language(tmp_path):
+    """With no ANDREA_LANG, a kernel speaks the language of the notebook JupyterLab runs it for."""
+    nb_path = notebook_i18n.release("de", dest=tmp_path / "de") / "01_layernorm" / "layernorm.ipynb"
+    code = ("from andrea_ref import i18n; from andrea_ref.grading import layernorm as L\n"
+            "import torch\n"
+            "def wrong(x, g, b, eps=1e-5):\n"
+            "    return g * (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, keepdim=True) + eps) + b\n"
+            "print(i18n.current_language())\n"
+            "L.report_layer_norm(wrong)\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "JPY_SESSION_NAME": str(nb_path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    first, *report = done.stdout.splitlines()
+    assert first == "de"
+    from andrea_ref.i18n import gettext
+    assert gettext("Checking `{name}`:", "de").format(name="layer_norm") in report
+    english = subprocess.run([sys.executable, "-c", code], env={**env, "ANDREA_LANG": "en"},
+                             capture_output=True, text=True, timeout=120)
+    assert english.stdout.splitlines()[0] == "en" and "Checking `layer_norm`:" in english.stdout

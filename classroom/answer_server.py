@@ -54,6 +54,7 @@ if _REPO not in sys.path:
 import torch  # noqa: E402  (preloaded once in the zygote)
 
 import andrea_ref  # noqa: E402,F401
+from andrea_ref import i18n  # noqa: E402
 from andrea_ref import grading  # noqa: E402
 from andrea_ref.grading import _core  # noqa: E402
 from classroom import wire  # noqa: E402
@@ -210,7 +211,7 @@ def _become_kernel(request: dict, out_fd: int) -> None:
     for key, value in (request.get("env") or {}).items():
         if isinstance(key, str) and isinstance(value, str) and key.startswith("NBGRADER_"):
             os.environ[key] = value
-        elif key == "ANDREA_LANG" and value in ("en", "de", "ka"):  # the checks' language
+        elif key == "ANDREA_LANG" and value in i18n.LANGUAGES:  # the checks' language
             os.environ[key] = value
     os.chdir(request["workdir"])
     sys.argv = ["ipykernel_launcher", "-f", request["connection_file"], "--IPKernelApp.ignore_cwd=True",

@@ -350,9 +350,13 @@ def join_cgroup(procs_files: list[str], pid: int | None = None) -> None:
             fh.write(str(os.getpid() if pid is None else pid))
 
 
+# The course's languages, as andrea_ref.i18n.LANGUAGES (a test keeps the two equal): the
+# sandbox is set up by interpreters that cannot import the course package (no torch).
+LANGUAGES = ("en", "de", "ka")
+
+
 def course_language() -> str:
     """ANDREA_LANG for a learner's kernel: the grader's, if it is one of the course's languages."""
-    from andrea_ref.i18n import LANGUAGES
     value = os.environ.get("ANDREA_LANG", "")
     return value if value in LANGUAGES else "en"
 

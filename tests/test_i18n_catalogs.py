@@ -229,3 +229,10 @@ def test_a_kernel_follows_its_notebooks_language(tmp_path):
     english = subprocess.run([sys.executable, "-c", code], env={**env, "ANDREA_LANG": "en"},
                              capture_output=True, text=True, timeout=120)
     assert english.stdout.splitlines()[0] == "en" and "Checking `layer_norm`:" in english.stdout
+
+
+def test_the_sandbox_knows_the_course_languages():
+    """The sandbox's own list (it is set up where the course package cannot be imported)."""
+    from andrea_ref import i18n
+    from classroom import sandbox
+    assert sandbox.LANGUAGES == i18n.LANGUAGES

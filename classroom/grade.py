@@ -250,14 +250,8 @@ def _in_language(nb, assignment: str):
 
 def _submission_language(notebooks) -> str | None:
     """The language of a submission's notebooks, when they name one of the course's."""
-    from andrea_ref.i18n import LANGUAGES, METADATA_KEY
-    for nb in notebooks:
-        meta = nb.get("metadata") if isinstance(nb, dict) else None
-        andrea = meta.get(METADATA_KEY) if isinstance(meta, dict) else None
-        lang = andrea.get("lang") if isinstance(andrea, dict) else None
-        if isinstance(lang, str) and lang in LANGUAGES:
-            return lang
-    return None
+    from .notebook_i18n import notebook_language
+    return next(filter(None, map(notebook_language, notebooks)), None)
 
 
 def _failure_reason(result: dict) -> str:

@@ -32,9 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALES = ROOT / "book" / "locales"
-TRANSLATED = ("de", "ka")
-LANGUAGES = ("en",) + TRANSLATED
-METADATA_KEY = "andrea"  # as andrea_ref.i18n.METADATA_KEY
+from andrea_ref.i18n import LANGUAGES, METADATA_KEY  # noqa: E402
+
+TRANSLATED = LANGUAGES[1:]
 _FENCE = re.compile(r"^\s*(```|~~~|\$\$)")
 
 

@@ -21,13 +21,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "_build"
-LANGUAGES = ("en", "de", "ka")
+LOCALES = ROOT / "book" / "locales"
+# The editions: English, and every language with catalogs in book/locales (as
+# andrea_ref.i18n.LANGUAGES, which tests/test_i18n_catalogs.py keeps equal).
+EDITIONS = ("en",) + tuple(sorted(p.name for p in LOCALES.iterdir() if p.is_dir())) if LOCALES.is_dir() else ("en",)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("builder", choices=("html", "gettext"))
-    parser.add_argument("language", choices=LANGUAGES)
+    parser.add_argument("language", choices=EDITIONS)
     parser.add_argument("outdir", type=Path)
     parser.add_argument("--fresh", action="store_true", help="read every page again")
     parser.add_argument("--doctrees", type=Path, help="Sphinx's saved environment (default under _build)")

@@ -44,7 +44,6 @@ FONT_PACKAGE, FONT_VERSION = "@fontsource/noto-sans-georgian", "5.3.0"
 FONT_DIR = EXTRA / "_static" / "fonts"
 # The faces book/_static/andrea.css declares (regular and bold), and the font's licence.
 FONT_FILES = ("noto-sans-georgian-georgian-400-normal.woff2", "noto-sans-georgian-georgian-700-normal.woff2")
-EDITIONS = ("en", "de", "ka")  # English at the root of the site, the others in a folder each
 LOCALES = ROOT / "book" / "locales"
 HASH_FILE = BUILD / ".andrea_inputs.sha256"
 # What the chapters read besides their own text.
@@ -53,26 +52,35 @@ HASHED_FILES = ("_config.yml", "_toc.yml", "book/references.bib")
 SKIP_PARTS = {"__pycache__", ".ipynb_checkpoints", "build"}
 
 
+sys.path.insert(0, str(ROOT / "scripts"))
+from book_edition import EDITIONS  # noqa: E402  English at the root of the site, the others in a folder each
+
+
 def log(msg: str) -> None:
     print(f"[book] {msg}", flush=True)
+
+
+def npm_install(package: str, version: str, what: str) -> Path:
+    """Install one pinned npm package into book/_vendor/npm; return its folder."""
+    npm = shutil.which("npm")
+    if npm is None:
+        sys.exit(f"[book] npm is needed once to vendor {what} (Debian: apt-get install npm)")
+    npm_dir = VENDOR / "npm"
+    npm_dir.mkdir(parents=True, exist_ok=True)
+    log(f"vendoring {package} {version} with npm")
+    subprocess.run(
+        [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
+         "--prefix", str(npm_dir), f"{package}@{version}"],
+        check=True,
+    )
+    return npm_dir / "node_modules" / package
 
 
 def vendor_mathjax() -> None:
     """Install MathJax 3 once into book/_vendor (ignored by git)."""
     if (MATHJAX_DIR / "tex-chtml.js").is_file():
         return
-    npm = shutil.which("npm")
-    if npm is None:
-        sys.exit("[book] npm is needed once to vendor MathJax 3 (Debian: apt-get install npm)")
-    npm_dir = VENDOR / "npm"
-    npm_dir.mkdir(parents=True, exist_ok=True)
-    log(f"vendoring MathJax {MATHJAX_VERSION} with npm")
-    subprocess.run(
-        [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
-         "--prefix", str(npm_dir), f"mathjax@{MATHJAX_VERSION}"],
-        check=True,
-    )
-    es5 = npm_dir / "node_modules" / "mathjax" / "es5"
+    es5 = npm_install("mathjax", MATHJAX_VERSION, "MathJax 3") / "es5"
     tmp = MATHJAX_DIR.with_name("mathjax.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -89,30 +97,32 @@ def vendor_fonts() -> None:
     """Install the Georgian web font once into book/_vendor (ignored by git)."""
     if all((FONT_DIR / name).is_file() for name in FONT_FILES):
         return
-    npm = shutil.which("npm")
-    if npm is None:
-        sys.exit("[book] npm is needed once to vendor the Georgian font (Debian: apt-get install npm)")
-    npm_dir = VENDOR / "npm"
-    npm_dir.mkdir(parents=True, exist_ok=True)
-    log(f"vendoring {FONT_PACKAGE} {FONT_VERSION} with npm")
-    subprocess.run(
-        [npm, "install", "--no-save", "--no-audit", "--no-fund", "--loglevel=error",
-         "--prefix", str(npm_dir), f"{FONT_PACKAGE}@{FONT_VERSION}"],
-        check=True,
-    )
-    package = npm_dir / "node_modules" / FONT_PACKAGE
+    package = npm_install(FONT_PACKAGE, FONT_VERSION, "the Georgian font")
     FONT_DIR.mkdir(parents=True, exist_ok=True)
     shutil.copy2(package / "LICENSE", FONT_DIR / "NotoSansGeorgian-LICENSE.txt")
     for name in FONT_FILES:
         shutil.copy2(package / "files" / name, FONT_DIR / name)
 
 
+def files_hash(paths, seed: str = "") -> str:
+    """A hash of files' names (relative to the repository) and contents, in a fixed order."""
+    h = hashlib.sha256(seed.encode())
+    for p in sorted(paths):
+        h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _tree(base: Path, skip_top=()) -> list[Path]:
+    """The files under `base` that the build reads (no caches, no build outputs)."""
+    if not base.is_dir():
+        return []
+    return [p for p in base.rglob("*") if p.is_file() and p.relative_to(base).parts[0] not in skip_top
+            and not SKIP_PARTS & set(p.relative_to(base).parts) and p.suffix not in {".pyc", ".so", ".o"}]
+
+
 def catalogs_hash(language: str) -> str:
     """A hash of one language's book catalogs (.po)."""
-    h = hashlib.sha256()
-    for po in sorted((LOCALES / language).rglob("*.po")):
-        h.update(str(po.relative_to(LOCALES)).encode() + b"\0" + po.read_bytes() + b"\0")
-    return h.hexdigest()
+    return files_hash((LOCALES / language).rglob("*.po"))
 
 
 def edition_command(language: str, fresh: bool) -> list[str]:
@@ -127,25 +137,13 @@ def edition_command(language: str, fresh: bool) -> list[str]:
 def extension_hash() -> str:
     """The book's own Sphinx extension, templates and styles: Sphinx does not notice when
     they change, so every page is read again then (the execution cache still holds)."""
-    h = hashlib.sha256()
-    for sub in ("_ext", "_templates", "_static"):
-        for p in sorted((ROOT / "book" / sub).rglob("*")):
-            if p.is_file() and "__pycache__" not in p.parts:
-                h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
+    return files_hash(p for sub in ("_ext", "_templates", "_static") for p in _tree(ROOT / "book" / sub))
 
 
 def sources_hash(digest: str) -> str:
     """Everything an edition is made of but its catalogs: the chapters, the book's
     extension, templates and styles, the configuration and the code (``digest``)."""
-    h = hashlib.sha256(digest.encode())
-    book = ROOT / "book"
-    for p in sorted(book.rglob("*")):
-        rel = p.relative_to(book)
-        if p.is_file() and rel.parts[0] not in ("locales", "_vendor") and not SKIP_PARTS & set(rel.parts) \
-                and p.suffix != ".pyc":
-            h.update(str(rel).encode() + b"\0" + p.read_bytes() + b"\0")
-    return h.hexdigest()
+    return files_hash(_tree(ROOT / "book", skip_top=("locales", "_vendor")), seed=digest)
 
 
 def build_translations(env: dict, full: bool, digest: str, extension: str) -> int:
@@ -205,20 +203,8 @@ def stage_exercises() -> None:
 
 
 def inputs_hash() -> str:
-    h = hashlib.sha256()
-    paths = []
-    for d in HASHED_DIRS:
-        base = ROOT / d
-        if base.is_dir():
-            paths += [p for p in base.rglob("*") if p.is_file() and not SKIP_PARTS & set(p.relative_to(base).parts)
-                      and p.suffix not in {".pyc", ".so", ".o"}]
-    paths += [ROOT / f for f in HASHED_FILES if (ROOT / f).is_file()]
-    for p in sorted(paths):
-        h.update(str(p.relative_to(ROOT)).encode())
-        h.update(b"\0")
-        h.update(p.read_bytes())
-        h.update(b"\0")
-    return h.hexdigest()
+    return files_hash([p for d in HASHED_DIRS for p in _tree(ROOT / d)]
+                      + [ROOT / f for f in HASHED_FILES if (ROOT / f).is_file()])
 
 
 def main() -> int:

@@ -33,7 +33,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 POT_DIR = ROOT / "_build" / "gettext"
 PACKAGE_POT_DIR = ROOT / "_build" / "gettext-package"
-TRANSLATED = ("de", "ka")
+from book_edition import EDITIONS  # noqa: E402
+
+TRANSLATED = EDITIONS[1:]
 KEYWORDS = {"_": None, "N_": None}
 _GRAPHVIZ_BLOCK = re.compile(r"^```\{graphviz\}[^\n]*\n(.*?)^```", re.S | re.M)
 _GRAPHVIZ_LABEL = re.compile(r'label="((?:[^"\\]|\\.)*)"')

@@ -29,7 +29,10 @@ from babel.messages.pofile import read_po
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_LOCALES = ROOT / "book" / "locales"
 PACKAGE_LOCALES = ROOT / "andrea_ref" / "locales"
-LANGUAGES = ("de", "ka")
+sys.path.insert(0, str(ROOT / "scripts"))
+from book_edition import EDITIONS  # noqa: E402
+
+LANGUAGES = EDITIONS[1:]  # the translated ones
 
 # Markup that must come through a translation unchanged: displayed and inline math,
 # a role's name and its content, inline code, link targets, {placeholders} of

@@ -235,4 +235,7 @@ def test_the_sandbox_knows_the_course_languages():
     """The sandbox's own list (it is set up where the course package cannot be imported)."""
     from andrea_ref import i18n
     from classroom import sandbox
+    import book_edition
     assert sandbox.LANGUAGES == i18n.LANGUAGES
+    # the book's editions are the languages with catalogs in book/locales
+    assert book_edition.EDITIONS == i18n.LANGUAGES

@@ -186,8 +186,6 @@ def _add_launch_group(app, pagename, templatename, context, doctree):
 
 # ------------------------------------------------------------------------ editions
 ROOT = STATIC.parent.parent
-LANGUAGES = ("en", "de", "ka")
-LANGUAGE_NAMES = {"en": "English", "de": "Deutsch", "ka": "ქართული"}
 
 
 def _i18n():
@@ -200,7 +198,7 @@ def _i18n():
 
 def edition_language(config) -> str:
     language = getattr(config, "language", None) or "en"
-    return language if language in LANGUAGES else "en"
+    return language if language in _i18n().LANGUAGES else "en"
 
 
 class LocalisedOutputs:
@@ -453,8 +451,9 @@ def _add_language_menu(app, config):
 def _language_links(app, pagename, templatename, context, doctree):
     """The menu's links, and hreflang links to the other editions in the page's head."""
     current = edition_language(app.config)
-    links = [{"code": lang, "name": LANGUAGE_NAMES[lang], "url": edition_url(pagename, current, lang),
-              "current": lang == current} for lang in LANGUAGES]
+    i18n = _i18n()
+    links = [{"code": lang, "name": i18n.LANGUAGE_NAMES[lang], "url": edition_url(pagename, current, lang),
+              "current": lang == current} for lang in i18n.LANGUAGES]
     context["andrea_languages"] = links
     context["andrea_language_code"] = current
     context["andrea_language_label"] = {"en": "Language", "de": "Sprache", "ka": "ენა"}[current]

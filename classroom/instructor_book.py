@@ -26,7 +26,6 @@ import fnmatch
 import hashlib
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -35,11 +34,14 @@ from pathlib import Path
 
 import yaml
 
+from andrea_lab import CHAPTER_LINK
+
+from .scan import html_text, normalise, secret_lines
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "_build_instructor"
 HASHED = ("andrea_ref", "cuda", "exercises", "solutions", "book", "_config.yml", "_toc.yml")
 TICK_TAG = "instructor-check"
-BUILT_CHAPTER = re.compile(r"\]\(\.\./\.\./_build/html/(book/[\w.-]+)\.html")
 
 
 def log(msg: str) -> None:
@@ -80,7 +82,7 @@ def stage_solution(src: Path, dest: Path, depth_extra: int) -> list[str]:
             text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
             # a chapter link points at the learner book's built page; in this book it is
             # a cross-reference to the chapter itself
-            text = BUILT_CHAPTER.sub(r"](../../\1.md", text)
+            text = CHAPTER_LINK.sub(lambda m: f"../../{m.group('page')}.md{m.group('anchor') or ''}", text)
             cell["source"] = text.replace("](../", "](" + prefix + "../")
         cells.append(cell)
         found = _graded_points(cell)
@@ -121,6 +123,8 @@ def write_config(out: Path, only_solutions: bool, staged: list[Path]) -> tuple[P
     kept = [p for p in cfg.get("exclude_patterns", [])
             if not any(fnmatch.fnmatch(pre, p) or fnmatch.fnmatch(pre + "/x", p) for pre in prefixes)]
     cfg["exclude_patterns"] = kept + ["_build", "_build/**", f"{out.relative_to(ROOT)}/_build/**"]
+    # one edition: the book's language menu links only to editions a site is built with
+    conf["andrea_editions"] = ["en"]
     execute = cfg.setdefault("execute", {})
     execute["allow_errors"] = False
     conf["nb_execution_raise_on_error"] = True
@@ -146,14 +150,12 @@ def check_pages(out: Path, staged: dict[Path, list[str]], solutions: Path) -> li
     reports = html_root / "reports"
     if reports.is_dir() and any(reports.rglob("*")):
         problems.append(f"cell failure reports in {reports}")
-    from .scan import secret_lines
     hidden = secret_lines(solutions, kinds=("HIDDEN TESTS",))
     for nb, graded in staged.items():
         page = html_root / nb.relative_to(ROOT).with_suffix(".html")
         if not page.is_file():
             problems.append(f"no page for {nb.name}: {page}")
             continue
-        from .scan import html_text, normalise
         text = "\n".join(normalise(ln) for ln in html_text(page.read_text(encoding="utf-8")).splitlines())
         for gid in graded:
             if f"PASSED {gid} (" not in text:
@@ -176,7 +178,7 @@ def build(out: Path = DEFAULT_OUT, solutions: Path = ROOT / "solutions", only_so
     if not only_solutions:
         # the learner build's own preparation: vendored MathJax and staged exercises
         sys.path.insert(0, str(ROOT / "scripts"))
-        import build_book
+        import build_book  # a script of scripts/, not a package: importable once scripts/ is on the path
         build_book.vendor_mathjax()
         build_book.stage_exercises()
 

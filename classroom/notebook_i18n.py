@@ -32,7 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCALES = ROOT / "book" / "locales"
-from andrea_ref.i18n import LANGUAGES, METADATA_KEY  # noqa: E402
+from andrea_lab import edition_links  # noqa: E402
+from andrea_ref.i18n import LANGUAGES, METADATA_KEY, read_catalog  # noqa: E402
 
 TRANSLATED = LANGUAGES[1:]
 _FENCE = re.compile(r"^\s*(```|~~~|\$\$)")
@@ -124,10 +125,7 @@ def catalog_path(language: str, assignment: str, locales: Path = LOCALES) -> Pat
 
 @lru_cache(maxsize=None)
 def _catalog(path: Path, mtime: float) -> dict[str, str]:
-    from babel.messages.pofile import read_po
-    with path.open("rb") as f:
-        return {m.id: m.string for m in read_po(f)
-                if m.id and isinstance(m.string, str) and m.string and not m.fuzzy}
+    return read_catalog(path)  # cached per version of the file
 
 
 def catalog(language: str, assignment: str, locales: Path = LOCALES) -> dict[str, str]:
@@ -140,16 +138,10 @@ def catalog(language: str, assignment: str, locales: Path = LOCALES) -> dict[str
     return _catalog(path, path.stat().st_mtime)
 
 
-# The notebooks link to the book's chapters (_build/html/book/...); a translated
-# notebook links to the same chapter in its own edition (_build/html/<lang>/book/...).
-_BOOK_LINK = re.compile(r"\]\(((?:\.\./)*_build/html/)(?!(?:de|ka)/)")
-
-
 def translate_markdown(text: str, messages: dict[str, str], language: str = "en") -> str:
+    """The markdown in ``language``; its chapter links go to that edition of the book."""
     out = "".join(messages.get(block, block) + sep for block, sep in blocks(text))
-    if language != "en":
-        out = _BOOK_LINK.sub(lambda m: f"]({m.group(1)}{language}/", out)
-    return out
+    return edition_links(out, language) if language != "en" else out
 
 
 def notebook_language(nb: dict) -> str | None:
@@ -160,10 +152,16 @@ def notebook_language(nb: dict) -> str | None:
     return lang if lang in LANGUAGES else None
 
 
+def submission_language(notebooks) -> str | None:
+    """The language of a submission's notebooks, when they name one of the course's."""
+    return next(filter(None, map(notebook_language, notebooks)), None)
+
+
 def translate_notebook(nb: dict, language: str, messages: dict[str, str]) -> dict:
     """A copy of `nb` with its markdown in `language`; code cells untouched."""
-    from nbgrader.utils import compute_checksum
+    # only where a notebook is translated: the learner's lab imports this module at its start
     import nbformat
+    from nbgrader.utils import compute_checksum
     out = copy.deepcopy(nb)
     for cell in out.get("cells", []):
         if cell.get("cell_type") != "markdown":

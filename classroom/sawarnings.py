@@ -2,7 +2,7 @@
 
 nbgrader 0.9's ``Gradebook.add_submission`` (reached through
 ``update_or_create_submission``: by autograde in each grading worker, and by
-:mod:`classroom.merge` in the grading command itself) builds the submission's objects
+:mod:`classroom.reporting.merge` in the grading command itself) builds the submission's objects
 with their relationships already set, then walks ``assignment.notebooks`` before adding
 them to the session. SQLAlchemy 2 autoflushes on that walk and warns, once per object
 kind: ``Object of type <SubmittedAssignment> not in session, add operation along

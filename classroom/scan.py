@@ -22,20 +22,17 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+from . import markers
+from .markers import KINDS, cell_source
+
 ROOT = Path(__file__).resolve().parent.parent
 MIN_CHARS = 10
-KINDS = ("SOLUTION", "HIDDEN TESTS")
 TEXT_SUFFIXES = {".html", ".ipynb", ".md", ".txt", ".py"}
 _WS = re.compile(r"[ \t\u00a0]+")
 
 
 def normalise(line: str) -> str:
     return _WS.sub(" ", line).strip()
-
-
-def _cell_source(cell) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
 
 
 def secret_lines(solutions: Path = ROOT / "solutions", kinds=KINDS, min_chars: int = MIN_CHARS) -> dict[str, str]:
@@ -46,17 +43,9 @@ def secret_lines(solutions: Path = ROOT / "solutions", kinds=KINDS, min_chars: i
             continue
         nb = json.loads(path.read_text(encoding="utf-8"))
         for cell in nb.get("cells", []):
-            inside = None
-            for line in _cell_source(cell).splitlines():
-                s = line.strip()
-                begin = next((k for k in kinds if s.startswith(f"### BEGIN {k}")), None)
-                end = next((k for k in kinds if s.startswith(f"### END {k}")), None)
-                if begin:
-                    inside = begin
-                elif end:
-                    inside = None
-                elif inside and len(s.replace(" ", "")) >= min_chars:
-                    out.setdefault(normalise(s), f"{path.relative_to(path.parents[1])} ({inside.lower()})")
+            for s, kind in markers.inside_lines(cell_source(cell), kinds):
+                if len(s.replace(" ", "")) >= min_chars:
+                    out.setdefault(normalise(s), f"{path.relative_to(path.parents[1])} ({kind.lower()})")
     return out
 
 
@@ -103,9 +92,9 @@ def scan_file(path: Path, secrets: dict[str, str]) -> list[str]:
             return _leaks_in_text(raw, secrets)
         found = []
         for cell in nb.get("cells", []):
-            src = _cell_source(cell)
+            src = cell_source(cell)
             found += _leaks_in_text(src, secrets)
-            found += [f"marker: {m}" for m in ("### BEGIN SOLUTION", "### BEGIN HIDDEN TESTS") if m in src]
+            found += [f"marker: {m}" for m in map(markers.begin, KINDS) if m in src]
             for o in cell.get("outputs", []):
                 t = o.get("text") or "".join(str(v) for v in o.get("data", {}).values())
                 found += _leaks_in_text("".join(t) if isinstance(t, list) else str(t), secrets)

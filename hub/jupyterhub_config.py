@@ -13,6 +13,10 @@ JupyterHub").
 - nbgrader's exchange is shared by everyone: ``ANDREA_HUB_EXCHANGE`` (default
   ``/srv/nbgrader/exchange``, world-writable with the sticky bit, as ``scripts/hub.py
   setup`` makes it).
+- The course book: ``ANDREA_HUB_BOOK`` (default ``/srv/andrea-book``, a world-readable copy
+  of ``_build/html`` that ``scripts/hub.py setup`` makes), served to each person by their
+  own server (the ``andrea_lab`` extension) at ``/user/<name>/andrea-book/``, where the
+  notebooks' chapter links (``/hub/user-redirect/andrea-book/...``) lead.
 
 Authentication (``ANDREA_HUB_AUTH``): ``pam`` (default: the machine's own passwords) or
 ``shared-password`` (learners listed log in with ``ANDREA_HUB_PASSWORD``, instructors with
@@ -30,6 +34,7 @@ HUB = Path(__file__).resolve().parent
 VENV_BIN = Path(os.environ.get("ANDREA_HUB_VENV") or sys.prefix) / "bin"
 STATE = Path(os.environ.get("ANDREA_HUB_STATE") or "/srv/andrea-hub")
 EXCHANGE = os.environ.get("ANDREA_HUB_EXCHANGE") or "/srv/nbgrader/exchange"
+BOOK = os.environ.get("ANDREA_HUB_BOOK") or "/srv/andrea-book"
 
 
 def _names(var: str, default: str = "") -> set[str]:
@@ -90,6 +95,7 @@ def _role_environment(spawner):
     spawner.environment.update({
         "JUPYTER_CONFIG_PATH": str(HUB / "jupyter-config" / role),
         "ANDREA_EXCHANGE": EXCHANGE,
+        "ANDREA_BOOK_DIR": BOOK,  # the course book at /user/<name>/andrea-book/ (andrea_lab)
         "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
     })
 

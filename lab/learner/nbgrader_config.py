@@ -1,9 +1,9 @@
 """nbgrader as a learner's JupyterLab sees it (the Assignment List and Validate).
 
-The course id, and an exchange folder this user can write: ``$ANDREA_EXCHANGE`` when set
-(``make lab`` sets ``_build/exchange``), otherwise ``exchange/`` beside this folder (in
-the learner's kit: the kit's own ``exchange/``). nbgrader's default exchange,
-``/usr/local/share/nbgrader/exchange``, is not writable by an ordinary user.
+The course id, and the exchange ``$ANDREA_EXCHANGE`` when it is set (``make lab`` sets
+``_build/exchange``, a folder this user can write). Without it (the learner's kit on a
+laptop) there is no exchange to hand work in through: the Assignment List is hidden
+(``andrea_lab.server``) and the notebook file is handed in as the instructor says.
 """
 import os
 from pathlib import Path
@@ -11,7 +11,8 @@ from pathlib import Path
 c = get_config()  # noqa: F821 (provided by nbgrader)
 
 c.CourseDirectory.course_id = "andrea-block-lab"
-_exchange = Path(os.environ.get("ANDREA_EXCHANGE") or Path(__file__).resolve().parent.parent / "exchange")
-_exchange.mkdir(parents=True, exist_ok=True)
-c.Exchange.root = str(_exchange)
-c.Exchange.cache = str(_exchange.parent / "nbgrader_cache")
+if os.environ.get("ANDREA_EXCHANGE"):
+    _exchange = Path(os.environ["ANDREA_EXCHANGE"])
+    _exchange.mkdir(parents=True, exist_ok=True)
+    c.Exchange.root = str(_exchange)
+    c.Exchange.cache = str(_exchange.parent / "nbgrader_cache")

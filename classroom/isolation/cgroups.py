@@ -15,7 +15,14 @@ touched), and makes one :class:`Group` per kernel or worker in it, with
   ``memory.swap.max = 0`` (v2), ``memory.limit_in_bytes`` and the same value in
   ``memory.memsw.limit_in_bytes`` (v1); on v2 ``memory.oom.group = 1`` makes the
   kernel kill the whole group, not one process of it, when the cap is hit;
-* a cap on processes and threads (``pids.max``), so a fork bomb stops at the cap.
+* a cap on processes and threads (``pids.max``), so a fork bomb stops at the cap;
+* where the machine allows it, a CPU share of its own (``cpu.weight`` on v2,
+  ``cpu.shares`` on v1), the same for every group: the scheduler shares the cores
+  between groups first and between a group's processes second, so a learner who
+  starts a hundred spinning processes still gets one group's share, and a learner
+  graded beside it is slowed by at most :data:`SLOWDOWN_BOUND` (measured by
+  ``tests/test_classroom_fairness.py``). Without the ``cpu`` controller the run goes
+  on without a share and says so (:attr:`Tree.cpu_unavailable`).
 
 A process joins a group by writing its own pid into every file of
 :meth:`Group.procs_files` (a launcher with nothing but the standard library can do
@@ -43,25 +50,20 @@ import signal
 import time
 from pathlib import Path
 
-CONTROLLERS = ("memory", "pids")
+from .cgroup_layout import (CONTROLLERS, CgroupUnavailable, cpu_dir, cpu_unavailable, detect, layout, read,
+                            unavailable, why, words)
+
+__all__ = ["CONTROLLERS", "CgroupUnavailable", "Group", "SLOWDOWN_BOUND", "Tree", "cpu_unavailable", "detect",
+           "make_group", "open_tree"]
+
+# The most a learner's sandbox may slow a learner graded beside it (grading time beside
+# a learner keeping every core busy with many processes, over the time without it).
+SLOWDOWN_BOUND = 3.0
+CPU_WEIGHT = {"v2": ("cpu.weight", "100"), "v1": ("cpu.shares", "1024")}  # the same for every group
 
 
-class CgroupUnavailable(RuntimeError):
-    """The machine gives this process no cgroup it may cap memory and processes in."""
-
-
-ALLOW_HINT = ("The grading machine must give the grader a cgroup it can write, with the memory and "
-              "pids controllers: run it as root on a plain VM or host (cgroup v1 or v2), or in a "
-              "systemd unit or scope with Delegate=yes (e.g. `systemd-run --scope -p Delegate=yes "
-              "make grade ...`); in a container, one with a writable cgroup namespace of its own.")
-
-
-# File access goes through these four, so tests can stand a fake kernel in for cgroupfs.
-def _read(path: Path) -> str:
-    with open(path) as f:
-        return f.read()
-
-
+# Changes go through these three, so tests can stand a fake kernel in for cgroupfs
+# (reads are plain reads of the files: cgroup_layout.read).
 def _write(path: Path, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
@@ -76,98 +78,6 @@ def _mkdir(path: Path) -> None:
 
 def _rmdir(path: Path) -> None:
     os.rmdir(path)
-
-
-def _unavailable(what: str) -> CgroupUnavailable:
-    return CgroupUnavailable(f"{what}. {ALLOW_HINT}")
-
-
-def _why(exc: OSError, doing: str) -> CgroupUnavailable:
-    if exc.errno == errno.EROFS:
-        return _unavailable(f"cannot {doing}: the cgroup file system is mounted read-only here")
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return _unavailable(f"cannot {doing}: permission denied (not root, and the cgroup was not "
-                            f"delegated to this user)")
-    return _unavailable(f"cannot {doing}: {exc.strerror or exc}")
-
-
-# ----------------------------------------------------------------------------- detection
-def _own_cgroups(proc_cgroup: str) -> dict[str, str]:
-    """controller (or "" for the unified hierarchy) -> our path in that hierarchy."""
-    out: dict[str, str] = {}
-    try:
-        text = _read(Path(proc_cgroup))
-    except OSError as exc:
-        raise _unavailable(f"cannot read {proc_cgroup}: {exc.strerror}") from exc
-    for line in text.splitlines():
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, names, path = parts
-        if not names:
-            out[""] = path
-        for name in names.split(","):
-            if name:
-                out[name] = path
-    return out
-
-
-def _join(root: Path, rel: str) -> Path:
-    return root / rel.strip("/") if rel.strip("/") else root
-
-
-def _words(path: Path) -> set[str]:
-    try:
-        return set(_read(path).split())
-    except OSError:
-        return set()
-
-
-def _layout(root: Path, proc_cgroup: str):
-    """("v2", own dir) or ("v1", (own memory dir, own pids dir)); raises CgroupUnavailable."""
-    own = _own_cgroups(proc_cgroup)
-    if (root / "cgroup.controllers").exists():
-        if "" not in own:
-            raise _unavailable(f"{root} is a cgroup v2 hierarchy but {proc_cgroup} names no place "
-                               f"in it for this process")
-        mine = _join(root, own[""])
-        if not mine.is_dir():
-            raise _unavailable(f"our cgroup {mine} is not visible under {root} (a cgroup namespace "
-                               f"without its own cgroup mount?)")
-        missing = [c for c in CONTROLLERS if c not in _words(mine / "cgroup.controllers")]
-        if missing:
-            them = "them" if len(missing) > 1 else "it"
-            why = (f"the folder above does not enable {them} in cgroup.subtree_control: the cgroup was "
-                   f"not delegated" if mine != root else
-                   f"the kernel lacks {them}, or a cgroup v1 hierarchy holds {them}")
-            raise _unavailable(f"the {' and '.join(missing)} controller{'s are' if len(missing) > 1 else ' is'} "
-                               f"not available in our cgroup {mine} ({why})")
-        if not os.access(mine, os.W_OK):
-            raise _unavailable(f"our cgroup {mine} is not writable by uid {os.geteuid()} "
-                               f"(not root, and not delegated; or mounted read-only)")
-        return "v2", mine
-    dirs = []
-    for c in CONTROLLERS:
-        mount = root / c
-        if not (mount / "cgroup.procs").exists():
-            raise _unavailable(f"no cgroup v2 hierarchy at {root} and no cgroup v1 `{c}` hierarchy "
-                               f"at {mount}")
-        if c not in own:
-            raise _unavailable(f"{proc_cgroup} names no `{c}` cgroup for this process")
-        mine = _join(mount, own[c])
-        if not mine.is_dir():
-            raise _unavailable(f"our `{c}` cgroup {mine} is not visible under {mount}")
-        if not os.access(mine, os.W_OK):
-            raise _unavailable(f"our `{c}` cgroup {mine} is not writable by uid {os.geteuid()} "
-                               f"(not root, and not delegated; or mounted read-only)")
-        dirs.append(mine)
-    return "v1", tuple(dirs)
-
-
-def detect(root="/sys/fs/cgroup", *, proc_cgroup: str = "/proc/self/cgroup") -> str:
-    """"v2" or "v1": the layout whose memory and pids controllers this process can use
-    (available in its own cgroup and writable); raises :class:`CgroupUnavailable`."""
-    return _layout(Path(root), proc_cgroup)[0]
 
 
 # ----------------------------------------------------------------------------- groups
@@ -201,7 +111,7 @@ class Group:
         out: set[int] = set()
         for f in self.procs_files():
             try:
-                out.update(int(w) for w in _read(Path(f)).split())
+                out.update(int(w) for w in read(Path(f)).split())
             except FileNotFoundError:
                 pass
         return sorted(out)
@@ -236,7 +146,7 @@ class Group:
         """The most memory the group has held, in bytes (None where the kernel does not say)."""
         name = "memory.peak" if self.version == "v2" else "memory.max_usage_in_bytes"
         try:
-            return int(_read(self._mem / name).split()[0])
+            return int(read(self._mem / name).split()[0])
         except (OSError, ValueError, IndexError):
             return None
 
@@ -248,7 +158,7 @@ class Group:
             files = [("memory.oom_control", "oom_kill"), ("memory.failcnt", None)]
         for name, key in files:
             try:
-                text = _read(self._mem / name)
+                text = read(self._mem / name)
             except OSError:
                 continue
             if key is None:
@@ -304,6 +214,7 @@ class Tree:
         self.groups: list[Group] = []
         self.moved_to_main = False        # v2: the grader itself now sits in <tree>/main
         self.enabled_in_own: list[str] = []   # v2: controllers we enabled in our own cgroup
+        self.cpu_unavailable: str | None = "not tried"  # why groups get no CPU share (None: they do)
 
     def __repr__(self) -> str:
         return f"Tree({self.version}, {self.path!r})"
@@ -345,7 +256,7 @@ class Tree:
 
     def _leave_main(self) -> bool:
         tree, own = self.dirs[0], self.own[0]
-        off = " ".join("-" + c for c in CONTROLLERS)
+        off = " ".join("-" + c for c in CONTROLLERS + (() if self.cpu_unavailable else ("cpu",)))
         try:
             _write(tree / "cgroup.subtree_control", off)
             if self.enabled_in_own:
@@ -377,13 +288,13 @@ def _make_dir(parent: Path, prefix: str) -> Path:
         except FileExistsError:
             continue
         except OSError as exc:
-            raise _why(exc, f"create a cgroup under {parent}") from exc
-    raise _unavailable(f"cannot create a cgroup under {parent}: 100 names taken")
+            raise why(exc, f"create a cgroup under {parent}") from exc
+    raise unavailable(f"cannot create a cgroup under {parent}: 100 names taken")
 
 
 def _enable(d: Path, controllers=CONTROLLERS) -> list[str]:
     """Enable ``controllers`` in ``d``'s cgroup.subtree_control; the ones newly enabled."""
-    have = _words(d / "cgroup.subtree_control")
+    have = words(d / "cgroup.subtree_control")
     todo = [c for c in controllers if c not in have]
     if todo:
         _write(d / "cgroup.subtree_control", " ".join("+" + c for c in todo))
@@ -394,9 +305,11 @@ def open_tree(name_prefix: str = "andrea-grading", root="/sys/fs/cgroup", *,
               proc_cgroup: str = "/proc/self/cgroup") -> Tree:
     """Create the grading run's folder under this process's own cgroup, ready for
     :func:`make_group`; raises :class:`CgroupUnavailable` with the reason where the
-    machine does not allow it."""
+    machine does not allow it (a missing ``cpu`` controller only leaves
+    :attr:`Tree.cpu_unavailable` set)."""
     _check_name(name_prefix)
-    version, own = _layout(Path(root), proc_cgroup)
+    version, own = layout(Path(root), proc_cgroup)
+    cpu = cpu_dir(Path(root), proc_cgroup)
     if version == "v1":
         made: list[Path] = []
         try:
@@ -406,8 +319,23 @@ def open_tree(name_prefix: str = "andrea-grading", root="/sys/fs/cgroup", *,
             for d in made:
                 _rmdir_retry(d)
             raise
-        return Tree("v1", made, list(own))
-    return _open_v2(own, name_prefix)
+        tree = Tree("v1", made, list(own))
+        tree.cpu_unavailable = cpu if isinstance(cpu, str) else None
+        if tree.cpu_unavailable is None:
+            try:
+                tree.dirs.append(_make_dir(cpu, name_prefix))  # its groups' third folder
+            except CgroupUnavailable as exc:
+                tree.cpu_unavailable = str(exc)
+        return tree
+    tree = _open_v2(own, name_prefix)
+    tree.cpu_unavailable = cpu if isinstance(cpu, str) else None
+    if tree.cpu_unavailable is None:
+        try:
+            tree.enabled_in_own += _enable(own, ("cpu",))
+            _enable(tree.dirs[0], ("cpu",))
+        except OSError as exc:
+            tree.cpu_unavailable = f"cannot enable the cpu controller below {own}: {exc.strerror or exc}"
+    return tree
 
 
 def _open_v2(own: Path, prefix: str) -> Tree:
@@ -418,7 +346,7 @@ def _open_v2(own: Path, prefix: str) -> Tree:
             tree.enabled_in_own = _enable(own)
         except OSError as exc:
             if exc.errno != errno.EBUSY:
-                raise _why(exc, f"enable the memory and pids controllers in {own}/cgroup.subtree_control") from exc
+                raise why(exc, f"enable the memory and pids controllers in {own}/cgroup.subtree_control") from exc
             # Our own cgroup holds processes (us, at least): move only this process into
             # a leaf of the tree, then try again.
             main = tree_dir / "main"
@@ -426,15 +354,15 @@ def _open_v2(own: Path, prefix: str) -> Tree:
                 _mkdir(main)
                 _write(main / "cgroup.procs", str(os.getpid()))
             except OSError as exc2:
-                raise _why(exc2, f"move the grader into {main}") from exc2
+                raise why(exc2, f"move the grader into {main}") from exc2
             tree.moved_to_main = True
             try:
                 tree.enabled_in_own = _enable(own)
             except OSError as exc2:
                 if exc2.errno != errno.EBUSY:
-                    raise _why(exc2, f"enable the memory and pids controllers in {own}") from exc2
-                others = sorted(int(w) for w in _words(own / "cgroup.procs") if w.isdigit())
-                raise _unavailable(
+                    raise why(exc2, f"enable the memory and pids controllers in {own}") from exc2
+                others = sorted(int(w) for w in words(own / "cgroup.procs") if w.isdigit())
+                raise unavailable(
                     f"our cgroup {own} holds other processes ({', '.join(map(str, others[:10])) or 'unknown'}"
                     f"{', ...' if len(others) > 10 else ''}), so it cannot pass the memory and pids "
                     f"controllers down (cgroup v2's no-internal-processes rule): open the cgroup tree "
@@ -442,7 +370,7 @@ def _open_v2(own: Path, prefix: str) -> Tree:
         try:
             _enable(tree_dir)
         except OSError as exc:
-            raise _why(exc, f"enable the memory and pids controllers in {tree_dir}") from exc
+            raise why(exc, f"enable the memory and pids controllers in {tree_dir}") from exc
     except BaseException:
         _undo_v2(tree)
         raise
@@ -483,7 +411,7 @@ def make_group(parent: Tree, name: str, memory: int, processes: int) -> Group:
             except FileExistsError:
                 raise
             except OSError as exc:
-                raise _why(exc, f"create the cgroup {g}") from exc
+                raise why(exc, f"create the cgroup {g}") from exc
             dirs.append(g)
         group = Group(parent.version, dirs, name)
         if parent.version == "v2":
@@ -494,13 +422,17 @@ def make_group(parent: Tree, name: str, memory: int, processes: int) -> Group:
             if (g / "memory.oom.group").exists():
                 _write(g / "memory.oom.group", "1")
             _write(g / "pids.max", str(processes))
+            if parent.cpu_unavailable is None and (g / CPU_WEIGHT["v2"][0]).exists():
+                _write(g / CPU_WEIGHT["v2"][0], CPU_WEIGHT["v2"][1])
         else:
-            mem, pids = dirs
+            mem, pids = dirs[:2]
             # memsw (memory + swap) may never be below the memory limit: memory first.
             _write(mem / "memory.limit_in_bytes", str(memory))
             if (mem / "memory.memsw.limit_in_bytes").exists():
                 _write(mem / "memory.memsw.limit_in_bytes", str(memory))
             _write(pids / "pids.max", str(processes))
+            if len(dirs) > 2:  # the cpu hierarchy's folder
+                _write(dirs[2] / CPU_WEIGHT["v1"][0], CPU_WEIGHT["v1"][1])
     except BaseException:
         for d in dirs:
             try:

@@ -11,7 +11,14 @@ One concept per file:
 ``block``                 block, Block (pre-norm, two residuals)
 ``model``                 model_forward, AndreaModel
 ``params``                count_parameters
+``corpus``                Tiny Shakespeare as character ids, its split, batches, unigram entropy
+``train``                 train_model, TrainConfig: a seeded, single-threaded training run
+``sampling``              generate, sample_next: greedy decoding and temperature sampling
+``ladder``                the loss ladder: one change of the baseline per rung, several seeds
 ``kernels``               the handwritten GELU kernel and its loader
+``experiments``           the measurements behind the book's figures and numbers
+``museum``                the classic mistakes, written as a learner would
+``difftrace``             where a block first differs from the reference
 ``grading``               the checks behind the graded notebooks
 ========================  ==============================================
 """

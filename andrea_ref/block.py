@@ -6,8 +6,9 @@ ANDREA's block is pre-norm::
     x = x + MLP(LayerNorm_2(x))           # MLP sublayer
 
 Each sublayer has its own LayerNorm. ``config.norm_position = "post"`` gives the
-2017 arrangement ``x = LayerNorm(x + f(x))`` and ``config.residual = False`` drops
-the skip connections; both exist for the book's experiments.
+2017 arrangement ``x = LayerNorm(x + f(x))``, ``"none"`` drops the LayerNorms,
+``config.residual = False`` drops the skip connections and ``config.activation =
+"relu"`` swaps the MLP's GELU for a ReLU; all exist for the book's experiments.
 """
 from __future__ import annotations
 
@@ -19,9 +20,8 @@ from torch import nn
 from ._validate import check_tensor
 from .attention import CausalSelfAttention, causal_self_attention
 from .config import ModelConfig
-from .gelu import gelu
 from .layernorm import LayerNorm, layer_norm
-from .mlp import MLP, mlp
+from .mlp import ACTIVATION_FUNCTIONS, MLP, mlp
 
 ATTN_NAMES = ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")
 MLP_NAMES = ("w1", "b1", "w2", "b2")
@@ -53,7 +53,7 @@ def _block_steps(x: torch.Tensor, params: Mapping, config: ModelConfig, record: 
 
     def ffn(h):
         args = [_param(params, f"mlp.{n}", n.startswith("w") or need_bias) for n in MLP_NAMES]
-        return mlp(h, *args)
+        return mlp(h, *args, activation=config.activation)
 
     def keep(name, value):
         if record is not None:
@@ -61,7 +61,11 @@ def _block_steps(x: torch.Tensor, params: Mapping, config: ModelConfig, record: 
 
     for ln_name, sub_name, sublayer in (("ln_1", "attn", attn), ("ln_2", "mlp", ffn)):
         resid_name = "resid_1" if sub_name == "attn" else "resid_2"
-        if config.norm_position == "pre":
+        if config.norm_position == "none":
+            delta = sublayer(x)
+            keep(sub_name, delta)
+            x = x + delta if config.residual else delta
+        elif config.norm_position == "pre":
             normed = ln(ln_name, x)
             keep(ln_name, normed)
             delta = sublayer(normed)
@@ -94,10 +98,11 @@ class Block(nn.Module):
         if not isinstance(config, ModelConfig):
             raise TypeError(f"config must be an andrea_ref.ModelConfig, got {type(config).__name__}")
         self.config = config
-        self.ln_1 = LayerNorm(config.d_model, config.ln_eps)
+        normed = config.norm_position != "none"
+        self.ln_1 = LayerNorm(config.d_model, config.ln_eps) if normed else None
         self.attn = CausalSelfAttention(config.d_model, config.n_head, config.bias)
-        self.ln_2 = LayerNorm(config.d_model, config.ln_eps)
-        self.mlp = MLP(config.d_model, config.mlp_dim, config.bias)
+        self.ln_2 = LayerNorm(config.d_model, config.ln_eps) if normed else None
+        self.mlp = MLP(config.d_model, config.mlp_dim, config.bias, config.activation)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -108,7 +113,7 @@ class Block(nn.Module):
         out_std = std / (2 * self.config.n_layer) ** 0.5
         self.attn.reset_parameters(std, out_std)
         self.mlp.reset_parameters(std, out_std)
-        for ln in (self.ln_1, self.ln_2):
+        for ln in filter(None, (self.ln_1, self.ln_2)):
             nn.init.ones_(ln.gamma)
             nn.init.zeros_(ln.beta)
 
@@ -125,6 +130,6 @@ class Block(nn.Module):
         if self.mlp.b1 is not None:
             hidden = hidden + self.mlp.b1
         record["mlp_hidden"] = hidden
-        record["mlp_act"] = gelu(hidden)
+        record["mlp_act"] = ACTIVATION_FUNCTIONS[self.config.activation](hidden)
         order = ("ln_1", "attn", "resid_1", "ln_2", "mlp_hidden", "mlp_act", "mlp", "resid_2")
-        return out, {k: record[k] for k in order}
+        return out, {k: record[k] for k in order if k in record}  # no ln_* without LayerNorms

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from ._validate import check_positive_int
 
-NORM_POSITIONS = ("pre", "post")
+NORM_POSITIONS = ("pre", "post", "none")
+ACTIVATIONS = ("gelu", "relu")
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,11 @@ class ModelConfig:
         bias: whether linear layers carry a bias.
         tied_embeddings: if True the unembedding is the token embedding, transposed.
         ln_eps: epsilon inside LayerNorm's square root.
-        norm_position: ``"pre"`` (ANDREA: ``x + f(LN(x))``) or ``"post"`` (``LN(x + f(x))``).
+        norm_position: ``"pre"`` (ANDREA: ``x + f(LN(x))``), ``"post"`` (``LN(x + f(x))``)
+            or ``"none"`` (no LayerNorm anywhere, ``ln_f`` included; for experiments only).
         residual: False drops both skip connections (for experiments only).
+        activation: the MLP's activation, ``"gelu"`` (ANDREA, tanh form) or ``"relu"``
+            (for experiments only).
         init_std: standard deviation of the initial weights.
     """
 
@@ -50,6 +54,7 @@ class ModelConfig:
     norm_position: str = "pre"
     residual: bool = True
     init_std: float = 0.02
+    activation: str = "gelu"
 
     def __post_init__(self):
         for field in ("n_layer", "n_head", "d_model", "vocab_size", "context_length"):
@@ -64,6 +69,8 @@ class ModelConfig:
             )
         if self.norm_position not in NORM_POSITIONS:
             raise ValueError(f"norm_position must be one of {NORM_POSITIONS}, got {self.norm_position!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {self.activation!r}")
         if not (isinstance(self.ln_eps, (int, float)) and self.ln_eps > 0):
             raise ValueError(f"ln_eps must be a positive number, got {self.ln_eps!r}")
         if not (isinstance(self.init_std, (int, float)) and self.init_std > 0):

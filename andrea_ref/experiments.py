@@ -9,7 +9,11 @@ numbers into its prose and a test recomputes them.
 ``tiny_config``           a small GPT-style configuration for experiments
 ``embedding_grad_norms``  gradient reaching the embeddings vs depth, +/- residuals
 ``per_layer_grad_norms``  gradient norm of each block's weights at initialisation
-``train_tiny``            a short character-level training run, no warm-up
+``train_tiny``            a short character-level training run (optional warm-up)
+``train_char_model``      the same run, returning the trained model as well
+``char_batch``            one batch of character windows, drawn as the training runs draw them
+``train_runs``            several training runs at once, each with its own settings
+``train_tiny_over_seeds`` training loss curves over several seeds (mean, min, max)
 ``block_relative_change`` how far one block moves its input at initialisation
 ``stream_relative_change``  the same for every block of a model at initialisation
 ``perturb_one_token``     which positions each sublayer lets a change reach
@@ -17,17 +21,34 @@ numbers into its prose and a test recomputes them.
 ``gelu_approximation_error``  the largest gap between tanh-GELU and exact GELU
 ``per_layer_grad_norms_over_seeds``  the per-block gradient norms over several seeds
 ``residual_sum_rms``      size of what the blocks add to the stream, vs depth
+``embedding_grad_norms_over_seeds``  the depth experiment over several seeds
+``residual_sum_rms_over_seeds``      the residual-sum experiment over several seeds
+``bigram_statistics``     the character bigram table of a text and its entropies
+``fit_direct_path``       the best loss a zero-block model (tied or untied) reaches on it
+``fit_direct_paths``      the same for several settings at once
+``norm_contrast``         LayerNorm, BatchNorm and RMSNorm on one tensor, side by side
+``adam_first_step``       Adam's first step, with every gradient rescaled or not
+``adam_first_steps``      the same for several settings at once
 ========================  ====================================================
+
+Experiments over several seeds run the seeds in parallel worker processes (one per
+CPU core, at most :data:`MAX_WORKERS`), each single-threaded: the numbers are the
+same as a serial run's, only sooner.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
-from collections.abc import Iterator, Sequence
+import multiprocessing
+import os
+import statistics
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
+from ._validate import check_positive_int
 from .block import Block
 from .config import ModelConfig
 from .gelu import gelu_exact, gelu_tanh_torch
@@ -37,7 +58,9 @@ __all__ = [
     "TRAINING_TEXT", "use_book_style", "tiny_config", "init_like_2017", "embedding_grad_norms",
     "per_layer_grad_norms", "train_tiny", "block_relative_change", "stream_relative_change",
     "perturb_one_token", "token_trace", "gelu_approximation_error", "PLOT_COLORS",
-    "per_layer_grad_norms_over_seeds", "residual_sum_rms",
+    "per_layer_grad_norms_over_seeds", "residual_sum_rms", "train_char_model", "train_tiny_over_seeds", "train_runs",
+    "embedding_grad_norms_over_seeds", "residual_sum_rms_over_seeds", "bigram_statistics", "fit_direct_path", "fit_direct_paths",
+    "norm_contrast", "adam_first_step", "adam_first_steps", "char_batch", "summarise_runs", "MAX_WORKERS",
 ]
 
 # A short original text for the character-level training runs (no downloads).
@@ -110,6 +133,158 @@ def _single_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+# Seeds run side by side in this many worker processes at most (the book's machine has two cores).
+MAX_WORKERS = 2
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class _Workers:
+    """Worker processes for the seeds of an experiment, started once per process and reused.
+
+    Each worker is a fresh Python that imports this module and answers tasks on its
+    standard input: ``(fn, item)`` pickled in, ``fn(item)`` (or the exception it
+    raised) pickled out. Written by hand because both ways ``multiprocessing`` starts
+    workers fail here: forking a process whose torch has already run OpenMP threads
+    can hang a worker at its first parallel loop, and spawning (or a fork server)
+    imports the caller's main script again, which breaks a script that runs an
+    experiment at its top level.
+    """
+
+    def __init__(self, n: int):
+        import subprocess
+        import sys
+
+        package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [package_parent, os.environ.get("PYTHONPATH", "")])), OMP_NUM_THREADS="1")
+        self.procs = [subprocess.Popen([sys.executable, "-c", f"import {__name__} as m; m._serve()"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                      for _ in range(n)]
+        import atexit
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """End the workers: each sees its input close and returns; wait for them."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.stdin.close()
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except Exception:  # pragma: no cover - a worker stuck in a task
+                proc.kill()
+            proc.stdout.close()
+
+    @staticmethod
+    def _send(stream, obj) -> None:
+        import pickle
+        import struct
+
+        data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        stream.write(struct.pack("<Q", len(data)) + data)
+        stream.flush()
+
+    @staticmethod
+    def _receive(stream):
+        import pickle
+        import struct
+
+        head = stream.read(8)
+        if len(head) < 8:
+            raise RuntimeError("an experiment worker process ended unexpectedly")
+        return pickle.loads(stream.read(struct.unpack("<Q", head)[0]))
+
+    def map(self, fn: Callable, items: list) -> list:
+        import selectors
+
+        results, queue, busy, error = [None] * len(items), list(enumerate(items)), {}, None
+        with selectors.DefaultSelector() as sel:
+            for proc in self.procs:
+                if queue:
+                    index, item = queue.pop(0)
+                    self._send(proc.stdin, (fn, item))
+                    busy[proc.stdout.fileno()] = (proc, index)
+                    sel.register(proc.stdout, selectors.EVENT_READ)
+            while busy:  # every worker answers what it was sent, so no answer is left in a pipe
+                for key, _ in sel.select():
+                    proc, index = busy.pop(key.fd)
+                    ok, value = self._receive(proc.stdout)
+                    if ok:
+                        results[index] = value
+                    elif error is None:
+                        error = value
+                    if queue and error is None:
+                        index, item = queue.pop(0)
+                        self._send(proc.stdin, (fn, item))
+                        busy[key.fd] = (proc, index)
+                    else:
+                        sel.unregister(key.fileobj)
+        if error is not None:
+            raise error
+        return results
+
+
+def _serve() -> None:
+    """The loop of one worker process (see :class:`_Workers`)."""
+    import sys
+
+    torch.set_num_threads(1)
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        try:
+            fn, item = _Workers._receive(source)
+        except RuntimeError:  # the parent closed the pipe: done
+            return
+        try:
+            answer = (True, fn(item))
+        except Exception as exc:  # sent back and raised in the parent
+            answer = (False, exc)
+        _Workers._send(sink, answer)
+
+
+_WORKERS: _Workers | None = None
+
+
+def _parallel_map(fn: Callable, items: Sequence) -> list:
+    """``[fn(item) for item in items]``, in worker processes when there are cores to spare.
+
+    ``fn`` must be picklable (a module-level function or a ``functools.partial`` of
+    one). Each item runs single-threaded in a worker, and the results come back in
+    the order of ``items``: the same values a serial loop gives.
+    """
+    global _WORKERS
+    items = list(items)
+    workers = max(1, min(MAX_WORKERS, _cores()))
+    if workers == 1 or len(items) < 2:
+        return [fn(item) for item in items]
+    if _WORKERS is None or any(p.poll() is not None for p in _WORKERS.procs):
+        _WORKERS = _Workers(workers)
+    return _WORKERS.map(fn, items)
+
+
+def summarise_runs(runs: Sequence[Sequence[float]]) -> dict[str, list]:
+    """Per position (a depth, a block, a step), the ``mean``, ``median``, ``std``
+    (population), ``min`` and ``max`` over the runs, and the ``runs`` themselves."""
+    if not runs:
+        raise ValueError("runs must hold at least one run")
+    columns = list(zip(*runs))
+    mean = [sum(v) / len(v) for v in columns]
+    return {
+        "mean": mean,
+        "median": [float(statistics.median(v)) for v in columns],
+        "std": [statistics.pstdev(v) for v in columns],
+        "min": [min(v) for v in columns],
+        "max": [max(v) for v in columns],
+        "runs": [list(r) for r in runs],
+    }
+
+
 def tiny_config(**changes) -> ModelConfig:
     """A small configuration (4 blocks, 4 heads, d_model 64, 64 tokens, context 32)."""
     base = ModelConfig(name="tiny", n_layer=4, n_head=4, d_model=64, vocab_size=64, context_length=32)
@@ -159,28 +334,41 @@ def _loss(model: AndreaModel, ids: torch.Tensor, targets: torch.Tensor) -> torch
     return F.cross_entropy(logits.flatten(0, 1), targets.flatten())
 
 
-def embedding_grad_norms(depths: Sequence[int], residual: bool, seeds: Sequence[int] = (0, 1, 2),
-                         config: ModelConfig | None = None, batch: int = 8) -> list[float]:
+def _embedding_grad_norms_one_seed(seed: int, depths: Sequence[int], residual: bool, config: ModelConfig,
+                                   batch: int) -> list[float]:
+    out = []
+    with _single_thread():
+        for depth in depths:
+            torch.manual_seed(seed)
+            model = AndreaModel(config.replace(n_layer=int(depth), residual=residual))
+            ids, targets = _random_batch(model.config, batch, torch.Generator().manual_seed(1000 + seed))
+            _loss(model, ids, targets).backward()
+            out.append(model.position_embed.grad.norm().item())
+    return out
+
+
+def embedding_grad_norms_over_seeds(depths: Sequence[int], residual: bool,
+                                    seeds: Sequence[int] = tuple(range(10)),
+                                    config: ModelConfig | None = None, batch: int = 8) -> dict[str, list]:
     """Norm of the loss gradient that reaches the position embedding, for stacks of each depth.
 
     The position embedding is used only at the bottom of the stack, so its gradient
     has travelled back through every block (the token embedding would also collect
-    a direct gradient through the tied unembedding). Random tokens and targets; the
-    median over ``seeds`` is returned for each depth.
+    a direct gradient through the tied unembedding). Random tokens and targets; each
+    seed draws new weights and a new batch. Returns :func:`summarise_runs` over the
+    seeds, per depth (``runs``: one list of ``len(depths)`` norms per seed).
     """
-    config = config or tiny_config()
-    out = []
-    with _single_thread():
-        for depth in depths:
-            values = []
-            for seed in seeds:
-                torch.manual_seed(seed)
-                model = AndreaModel(config.replace(n_layer=int(depth), residual=residual))
-                ids, targets = _random_batch(model.config, batch, torch.Generator().manual_seed(1000 + seed))
-                _loss(model, ids, targets).backward()
-                values.append(model.position_embed.grad.norm().item())
-            out.append(float(sorted(values)[len(values) // 2]))
-    return out
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    task = functools.partial(_embedding_grad_norms_one_seed, depths=list(depths), residual=residual,
+                             config=config or tiny_config(), batch=batch)
+    return summarise_runs(_parallel_map(task, [int(s) for s in seeds]))
+
+
+def embedding_grad_norms(depths: Sequence[int], residual: bool, seeds: Sequence[int] = (0, 1, 2),
+                         config: ModelConfig | None = None, batch: int = 8) -> list[float]:
+    """The median over ``seeds`` of :func:`embedding_grad_norms_over_seeds`, per depth."""
+    return embedding_grad_norms_over_seeds(depths, residual, seeds, config, batch)["median"]
 
 
 def per_layer_grad_norms(norm_position: str, n_layer: int = 12, init: str = "2017", seed: int = 0,
@@ -208,29 +396,86 @@ def _char_data(text: str) -> tuple[list[str], torch.Tensor]:
     return chars, torch.tensor([index[c] for c in text], dtype=torch.long)
 
 
-def train_tiny(norm_position: str, steps: int = 100, lr: float = 1e-3, n_layer: int = 12,
-               init: str = "2017", seed: int = 0, batch: int = 16, seq_len: int = 32,
-               text: str = TRAINING_TEXT) -> list[float]:
-    """Train a small character-level model on ``text`` with Adam at a constant
-    learning rate (no warm-up); return the training loss of every step (nats/char)."""
+def _windows(data: torch.Tensor, batch: int, seq_len: int, gen: torch.Generator):
+    """``batch`` random windows of ``seq_len`` characters and, one character later, their targets."""
+    starts = torch.randint(0, len(data) - seq_len - 1, (batch, 1), generator=gen)
+    offsets = torch.arange(seq_len)
+    return data[starts + offsets], data[starts + offsets + 1]
+
+
+def char_batch(batch: int = 16, seq_len: int = 32, seed: int = 0,
+               text: str = TRAINING_TEXT) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch of character windows of ``text`` (ids, and the next character of each as
+    targets), drawn the way :func:`train_char_model` draws its training batches."""
+    return _windows(_char_data(text)[1], batch, seq_len, torch.Generator().manual_seed(seed))
+
+
+def train_char_model(norm_position: str, steps: int = 100, lr: float = 1e-3, n_layer: int = 12,
+                     init: str = "2017", seed: int = 0, batch: int = 16, seq_len: int = 32,
+                     text: str = TRAINING_TEXT, warmup: int = 0, d_model: int = 64,
+                     ) -> tuple[AndreaModel, list[float]]:
+    """Train a small character-level model on ``text`` with Adam; return the model and
+    the training loss of every step (nats per character).
+
+    The learning rate is ``lr`` from the first step, or, with ``warmup > 0``, rises
+    linearly from ``lr / warmup`` to ``lr`` over the first ``warmup`` steps
+    (``torch.optim.lr_scheduler.LambdaLR``) and stays there. ``init="2017"`` uses
+    :func:`init_like_2017` (and untied embeddings); ``init="andrea"`` ANDREA's own.
+    """
+    check_positive_int(steps, "steps")
+    if not (isinstance(warmup, int) and warmup >= 0):
+        raise ValueError(f"warmup must be a whole number of steps >= 0, got {warmup!r}")
     chars, data = _char_data(text)
-    cfg = tiny_config(n_layer=n_layer, norm_position=norm_position, vocab_size=len(chars),
+    cfg = tiny_config(n_layer=n_layer, d_model=d_model, norm_position=norm_position, vocab_size=len(chars),
                       context_length=seq_len, tied_embeddings=(init != "2017"))
     losses = []
     with _single_thread():
         model = _seeded_model(cfg, init, seed)
         opt = torch.optim.Adam(model.parameters(), lr=lr)
+        schedule = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda step: min(1.0, (step + 1) / warmup) if warmup else 1.0)
         gen = torch.Generator().manual_seed(seed)
-        offsets = torch.arange(seq_len)
         for _ in range(steps):
-            starts = torch.randint(0, len(data) - seq_len - 1, (batch, 1), generator=gen)
-            x, y = data[starts + offsets], data[starts + offsets + 1]
+            x, y = _windows(data, batch, seq_len, gen)
             loss = _loss(model, x, y)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            schedule.step()
             losses.append(loss.item())
-    return losses
+    return model, losses
+
+
+def train_tiny(norm_position: str, steps: int = 100, lr: float = 1e-3, n_layer: int = 12,
+               init: str = "2017", seed: int = 0, batch: int = 16, seq_len: int = 32,
+               text: str = TRAINING_TEXT, warmup: int = 0, d_model: int = 64) -> list[float]:
+    """The training losses of :func:`train_char_model` (no warm-up unless ``warmup`` is given)."""
+    return train_char_model(norm_position, steps=steps, lr=lr, n_layer=n_layer, init=init, seed=seed,
+                            batch=batch, seq_len=seq_len, text=text, warmup=warmup, d_model=d_model)[1]
+
+
+def _train_losses(settings: dict) -> list[float]:
+    return train_tiny(**settings)
+
+
+def train_runs(runs: Sequence[dict]) -> list[list[float]]:
+    """The loss curves of several :func:`train_tiny` runs, one dict of its arguments per
+    run (``{"norm_position": "post", "warmup": 50, "seed": 1}``), trained in parallel;
+    the curves come back in the order of ``runs``."""
+    runs = [dict(r) for r in runs]
+    for r in runs:
+        if "norm_position" not in r:
+            raise ValueError(f"every run must name its norm_position, got {r!r}")
+    return _parallel_map(_train_losses, runs)
+
+
+def train_tiny_over_seeds(norm_position: str, seeds: Sequence[int] = tuple(range(10)),
+                          **settings) -> dict[str, list]:
+    """:func:`train_tiny` once per seed (weights, batches), in parallel; returns
+    :func:`summarise_runs` of the loss curves, step by step."""
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    return summarise_runs(train_runs([dict(settings, norm_position=norm_position, seed=int(s)) for s in seeds]))
 
 
 def unigram_entropy(text: str = TRAINING_TEXT) -> float:
@@ -408,44 +653,210 @@ def per_layer_grad_norms_over_seeds(norm_position: str, seeds: Sequence[int] = t
     """
     if not seeds:
         raise ValueError("seeds must name at least one seed")
-    runs = [per_layer_grad_norms(norm_position, n_layer=n_layer, init=init, seed=int(s), batch=batch)
-            for s in seeds]
-    per_block = list(zip(*runs))
-    mean = [sum(v) / len(v) for v in per_block]
-    std = [math.sqrt(sum((x - m) ** 2 for x in v) / len(v)) for v, m in zip(per_block, mean)]
-    return {"mean": mean, "std": std, "min": [min(v) for v in per_block],
-            "max": [max(v) for v in per_block], "runs": [list(r) for r in runs]}
+    return summarise_runs([per_layer_grad_norms(norm_position, n_layer=n_layer, init=init, seed=int(s),
+                                                batch=batch) for s in seeds])
 
 
-def residual_sum_rms(depths: Sequence[int], scaled: bool, config: ModelConfig | None = None,
-                     seeds: Sequence[int] = (0, 1, 2), seq_len: int = 16) -> list[float]:
-    """RMS of everything the blocks add to the residual stream, ``x_out - x_0``, at initialisation.
-
-    For each depth in ``depths`` a fresh pre-norm stack is built from ``config``
-    (default: :func:`tiny_config`) and run on a random
-    input of unit RMS, so that every LayerNorm sees an ordinary input. With
-    ``scaled=True`` the output projections ``attn.w_o`` and ``mlp.w2`` keep ANDREA's
-    standard deviation ``init_std / sqrt(2 n_layer)``; with ``scaled=False`` they are
-    redrawn with plain ``init_std``, like every other weight. The mean over ``seeds``
-    is returned for each depth.
-    """
-    base = config or tiny_config()
+def _residual_sum_rms_one_seed(seed: int, depths: Sequence[int], scaled: bool | str, base: ModelConfig,
+                               seq_len: int) -> list[float]:
     out = []
     with _single_thread(), torch.no_grad():
         for depth in depths:
             cfg = base.replace(n_layer=int(depth))
-            values = []
-            for seed in seeds:
-                torch.manual_seed(seed)
-                blocks = [Block(cfg) for _ in range(cfg.n_layer)]
-                if not scaled:
-                    for blk in blocks:
-                        blk.attn.reset_parameters(cfg.init_std, cfg.init_std)
-                        blk.mlp.reset_parameters(cfg.init_std, cfg.init_std)
-                x0 = torch.randn(1, seq_len, cfg.d_model, generator=torch.Generator().manual_seed(seed))
-                x = x0
-                for blk in blocks:
-                    x = blk(x)
-                values.append(float((x - x0).pow(2).mean().sqrt()))
-            out.append(sum(values) / len(values))
+            torch.manual_seed(seed)
+            blocks = [Block(cfg) for _ in range(cfg.n_layer)]
+            for blk in blocks:
+                if scaled is False:
+                    blk.attn.reset_parameters(cfg.init_std, cfg.init_std)
+                if scaled is not True:
+                    blk.mlp.reset_parameters(cfg.init_std, cfg.init_std)
+            x0 = torch.randn(1, seq_len, cfg.d_model, generator=torch.Generator().manual_seed(seed))
+            x = x0
+            for blk in blocks:
+                x = blk(x)
+            out.append(float((x - x0).pow(2).mean().sqrt()))
     return out
+
+
+def residual_sum_rms_over_seeds(depths: Sequence[int], scaled: bool | str, config: ModelConfig | None = None,
+                                seeds: Sequence[int] = tuple(range(10)), seq_len: int = 16) -> dict[str, list]:
+    """RMS of everything the blocks add to the residual stream, ``x_out - x_0``, at initialisation.
+
+    For each depth in ``depths`` a fresh pre-norm stack is built from ``config``
+    (default: :func:`tiny_config`) and run on a random input of unit RMS, so that
+    every LayerNorm sees an ordinary input. With ``scaled=True`` the output
+    projections ``attn.w_o`` and ``mlp.w2`` keep ANDREA's standard deviation
+    ``init_std / sqrt(2 n_layer)``; with ``scaled=False`` they are redrawn with plain
+    ``init_std``, like every other weight; ``scaled="attn"`` keeps the factor on
+    ``attn.w_o`` only. Returns :func:`summarise_runs` over the seeds, per depth.
+    """
+    if scaled not in (True, False, "attn"):
+        raise ValueError(f"scaled must be True, False or 'attn', got {scaled!r}")
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    task = functools.partial(_residual_sum_rms_one_seed, depths=list(depths), scaled=scaled,
+                             base=config or tiny_config(), seq_len=seq_len)
+    return summarise_runs([task(int(s)) for s in seeds])
+
+
+def residual_sum_rms(depths: Sequence[int], scaled: bool, config: ModelConfig | None = None,
+                     seeds: Sequence[int] = (0, 1, 2), seq_len: int = 16) -> list[float]:
+    """The mean over ``seeds`` of :func:`residual_sum_rms_over_seeds`, per depth."""
+    return residual_sum_rms_over_seeds(depths, scaled, config, seeds, seq_len)["mean"]
+
+
+def adam_first_step(norm_position: str, seed: int = 0, grad_scale: float = 1.0, lr: float = 1e-3,
+                    n_layer: int = 12, batch: int = 16, seq_len: int = 32,
+                    text: str = TRAINING_TEXT) -> dict[str, float | torch.Tensor]:
+    """One Adam step of the training run of :func:`train_char_model` (2017 initialisation,
+    the same first batch), with every gradient multiplied by ``grad_scale`` before the step.
+
+    Returns ``grad_norm`` (of all parameters together, after scaling), ``update``
+    (the change of every parameter, flattened into one vector), ``update_rms`` and
+    ``logit_change``: the RMS change of the model's logits on the step's own batch.
+    """
+    chars, data = _char_data(text)
+    cfg = tiny_config(n_layer=n_layer, norm_position=norm_position, vocab_size=len(chars),
+                      context_length=seq_len, tied_embeddings=False)
+    with _single_thread():
+        model = _seeded_model(cfg, "2017", seed)
+        x, y = _windows(data, batch, seq_len, torch.Generator().manual_seed(seed))
+        before = [p.detach().clone() for p in model.parameters()]
+        with torch.no_grad():
+            logits_before = model(x)
+        opt = torch.optim.Adam(model.parameters(), lr=lr)
+        _loss(model, x, y).backward()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.grad.mul_(grad_scale)
+            grad_norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in model.parameters()))
+        opt.step()
+        with torch.no_grad():
+            update = torch.cat([(p - b).flatten() for p, b in zip(model.parameters(), before)])
+            logit_change = float((model(x) - logits_before).pow(2).mean().sqrt())
+    return {"grad_norm": grad_norm, "update": update, "update_rms": float(update.pow(2).mean().sqrt()),
+            "logit_change": logit_change}
+
+
+def _adam_first_step_summary(settings: dict) -> dict[str, float]:
+    out = adam_first_step(**settings)
+    out.pop("update")
+    return out
+
+
+def adam_first_steps(runs: Sequence[dict]) -> list[dict[str, float]]:
+    """:func:`adam_first_step` for several settings at once, in parallel, without the
+    ``update`` vectors (``grad_norm``, ``update_rms`` and ``logit_change`` of each)."""
+    return _parallel_map(_adam_first_step_summary, [dict(r) for r in runs])
+
+
+def bigram_statistics(text: str = TRAINING_TEXT) -> dict:
+    """The character bigrams of ``text``: ``chars``, ``counts`` ``[V, V]`` (row: the
+    character, column: the one after it), ``next_given`` = P(next | current) (rows of
+    characters never followed by anything are uniform), ``weights`` = how often each
+    character is followed by another, and the ``bigram_entropy`` and
+    ``unigram_entropy`` in nats per character: the best losses of a model that sees
+    the current character, and of one that sees nothing."""
+    chars, data = _char_data(text)
+    V = len(chars)
+    counts = torch.zeros(V, V, dtype=torch.float64)
+    counts.index_put_((data[:-1], data[1:]), torch.ones(len(data) - 1, dtype=torch.float64), accumulate=True)
+    rows = counts.sum(1, keepdim=True)
+    next_given = torch.where(rows > 0, counts / rows.clamp(min=1), torch.full_like(counts, 1.0 / V))
+    weights = rows.squeeze(1) / rows.sum()
+    plogp = torch.where(next_given > 0, next_given * next_given.log(), torch.zeros_like(next_given))
+    return {"chars": chars, "counts": counts, "next_given": next_given, "weights": weights,
+            "bigram_entropy": float(-(weights[:, None] * plogp).sum()),
+            "unigram_entropy": unigram_entropy(text)}
+
+
+def fit_direct_path(tied: bool, normalised: bool = True, d_model: int = 64, steps: int = 500, lr: float = 1e-2,
+                    seed: int = 0, text: str = TRAINING_TEXT) -> float:
+    """The loss a model without blocks reaches on the bigrams of ``text``.
+
+    The model reads the current character's embedding ``E[a]``, optionally passes it
+    through a LayerNorm with learned gain and shift (``normalised``, as ``ln_f`` does
+    in ANDREA), and scores every next character ``b`` against the unembedding: the
+    token table itself (``tied``: ``score(a, b) = LN(E[a]) . E[b]``) or a separate
+    matrix ``U``. Adam, ``steps`` full-batch steps on the exact expected loss
+    (nats per character); float64. Returns the final loss.
+    """
+    stats = bigram_statistics(text)
+    P, w = stats["next_given"], stats["weights"]
+    V = P.shape[0]
+    with _single_thread():
+        g = torch.Generator().manual_seed(seed)
+        E = (torch.randn(V, d_model, generator=g, dtype=torch.float64) * 0.02).requires_grad_()
+        U = (torch.randn(d_model, V, generator=g, dtype=torch.float64) * 0.02).requires_grad_()
+        gamma = torch.ones(d_model, dtype=torch.float64, requires_grad=True)
+        beta = torch.zeros(d_model, dtype=torch.float64, requires_grad=True)
+        params = [E] + ([gamma, beta] if normalised else []) + ([] if tied else [U])
+        opt = torch.optim.Adam(params, lr=lr)
+
+        def loss_now():
+            from .layernorm import layer_norm
+            h = layer_norm(E, gamma, beta) if normalised else E
+            logits = h @ (E.T if tied else U)
+            return -(w[:, None] * P * F.log_softmax(logits, dim=-1)).sum()
+
+        for _ in range(steps):
+            loss = loss_now()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        with torch.no_grad():
+            return float(loss_now())
+
+
+def _fit_direct_path(settings: dict) -> float:
+    return fit_direct_path(**settings)
+
+
+def fit_direct_paths(runs: Sequence[dict]) -> list[float]:
+    """:func:`fit_direct_path` for several settings (dicts of its arguments), in parallel."""
+    return _parallel_map(_fit_direct_path, [dict(r) for r in runs])
+
+
+def norm_contrast(batch: int = 3, seq_len: int = 5, d: int = 6, seed: int = 0, eps: float = 1e-5) -> dict:
+    """LayerNorm, BatchNorm and RMSNorm applied to one random ``[batch, seq_len, d]`` tensor.
+
+    The input has a different mean and spread in every feature and every token, so
+    each normalisation shows what it removes. Returns ``x`` and the three outputs
+    (``layer``, ``batch``, ``rms``; unit gains, zero shifts; BatchNorm with the
+    statistics of this batch, as in training), and three measurements:
+    ``other_sequence``: how far each norm's output for sequence 1 moves when
+    sequence 2 alone is changed; ``later_position``: how far its output at position 1
+    moves when only the last position changes; ``rms_vs_layer``: the largest gap
+    between RMSNorm and LayerNorm, on ``x`` and on ``x`` with each token's mean removed.
+    """
+    from .layernorm import layer_norm
+
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(batch, seq_len, d, generator=g, dtype=torch.float64)
+         * torch.linspace(0.5, 2.0, d, dtype=torch.float64) + torch.linspace(-1.0, 1.5, d, dtype=torch.float64))
+    ones, zeros = torch.ones(d, dtype=torch.float64), torch.zeros(d, dtype=torch.float64)
+
+    def norms(t):
+        return {
+            "layer": layer_norm(t, ones, zeros, eps),
+            # BatchNorm: one mean and variance per feature, over the batch and the positions
+            "batch": F.batch_norm(t.transpose(1, 2), None, None, ones, zeros, training=True,
+                                  eps=eps).transpose(1, 2),
+            "rms": F.rms_norm(t, (d,), ones, eps),
+        }
+
+    out = norms(x)
+    other = x.clone()
+    other[1] = torch.randn(seq_len, d, generator=g, dtype=torch.float64) * 3
+    later = x.clone()
+    later[:, -1] = later[:, -1] + 5.0
+    moved_other, moved_later = norms(other), norms(later)
+    centred = x - x.mean(-1, keepdim=True)
+    return {
+        "x": x, **out,
+        "other_sequence": {k: float((moved_other[k][0] - out[k][0]).abs().max()) for k in out},
+        "later_position": {k: float((moved_later[k][:, 0] - out[k][:, 0]).abs().max()) for k in out},
+        "rms_vs_layer": {"raw": float((out["rms"] - out["layer"]).abs().max()),
+                         "centred": float((F.rms_norm(centred, (d,), ones, eps)
+                                           - layer_norm(centred, ones, zeros, eps)).abs().max())},
+    }

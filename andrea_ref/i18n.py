@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import warnings
 from functools import lru_cache
 from pathlib import Path
@@ -34,7 +35,7 @@ LANGUAGE_NAMES = {"en": "English", "de": "Deutsch", "ka": "ქართული
 ENV_VAR = "ANDREA_LANG"
 LOCALES = Path(__file__).resolve().parent / "locales"
 # The notebook metadata key, and the key under which a display output carries its
-# translations (read by the book's Sphinx extension, book/_ext/andrea_book.py).
+# translations (read when the book is built: andrea_ref/book_outputs.py).
 METADATA_KEY = "andrea"
 OUTPUT_KEY = "andrea_ref/translations"
 
@@ -76,6 +77,19 @@ def current_language() -> str:
     return _notebook_language() or "en"
 
 
+def read_catalog(path: Path) -> dict[str, str]:
+    """{message: translation} of one gettext catalog (``.po``): fuzzy and empty entries
+    are left out. The one reader of the course's catalogs (the package's own, and the
+    notebooks' in ``book/locales``, read by ``classroom.notebook_i18n``)."""
+    try:
+        from babel.messages.pofile import read_po
+    except ImportError:  # pragma: no cover - Babel comes with Sphinx and with the package
+        return {}
+    with Path(path).open("rb") as f:
+        return {m.id: m.string for m in read_po(f)
+                if m.id and isinstance(m.id, str) and isinstance(m.string, str) and m.string and not m.fuzzy}
+
+
 @lru_cache(maxsize=None)
 def catalog(language: str) -> dict[str, str]:
     """Every translated message of `language` (fuzzy and empty entries are left out)."""
@@ -85,16 +99,9 @@ def catalog(language: str) -> dict[str, str]:
     folder = LOCALES / language / "LC_MESSAGES"
     if not folder.is_dir():
         return {}
-    try:
-        from babel.messages.pofile import read_po
-    except ImportError:  # pragma: no cover - Babel comes with Sphinx and with the package
-        return {}
     messages: dict[str, str] = {}
     for po in sorted(folder.glob("*.po")):
-        with po.open("rb") as f:
-            for m in read_po(f):
-                if m.id and isinstance(m.id, str) and isinstance(m.string, str) and m.string and not m.fuzzy:
-                    messages[m.id] = m.string
+        messages.update(read_catalog(po))
     return messages
 
 
@@ -113,13 +120,140 @@ _ = gettext
 
 
 def translator(language: str) -> Callable[[str], str]:
-    """A ``_`` bound to one language."""
+    """A ``_`` bound to one language (its ``language`` attribute names it)."""
     check_language(language)
-    return lambda message: gettext(message, language)
+
+    def translate(message: str) -> str:
+        return gettext(message, language)
+
+    translate.language = language
+    return translate
 
 
-def _mimebundle(obj) -> dict:
-    """The display data of what a draw function returned: a figure, HTML or text."""
+# --------------------------------------------------------------------------- numbers
+# One home for writing a number the reader's way: the book's glued numbers, tables,
+# formulas and figure axes, and the checks' messages, all come through here. German
+# and Georgian write a decimal comma and group thousands with a narrow no-break space
+# (92,331,264 -> 92 331 264, 0.02 -> 0,02); English is left as it is.
+DECIMAL_COMMA = frozenset({"de", "ka"})
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?([eE][+-]?\d+)?(?!\w|\.\d)")
+# in TeX: 0.5, and 92{,}331{,}264 (a comma in braces: TeX's way of writing a comma
+# without the space it puts after punctuation)
+_TEX_NUMBER = re.compile(r"(?<![\w.{])(\d{1,3}(?:\{,\}\d{3})+|\d+)(\.\d+)?(?![\w.])")
+_CODE_SPAN = re.compile(r"(`[^`]*`)")
+
+
+def localise_number(text: str, language: str) -> str:
+    """Every number in plain ``text`` as ``language`` writes it (0.02 -> 0,02 and
+    92,331,264 -> 92\u202f331\u202f264 in German and Georgian; English unchanged)."""
+    if language not in DECIMAL_COMMA:
+        return text
+
+    def one(m):
+        whole, frac, exponent = m.group(1), m.group(2) or "", m.group(3) or ""
+        return whole.replace(",", "\u202f") + ("," + frac[1:] if frac else "") + exponent
+
+    return _NUMBER.sub(one, text)
+
+
+def localise_message(text: str, language: str) -> str:
+    """:func:`localise_number` on a message's prose, not on its `inline code`."""
+    if language not in DECIMAL_COMMA:
+        return text
+    return "".join(part if part.startswith("`") else localise_number(part, language)
+                   for part in _CODE_SPAN.split(text))
+
+
+def localise_math(tex: str, language: str) -> str:
+    """The numbers of a TeX formula as ``language`` writes them: ``0.5`` -> ``0{,}5``
+    (a comma in braces: no space after it) and ``92{,}331{,}264`` -> ``92\\,331\\,264``."""
+    if language not in DECIMAL_COMMA:
+        return tex
+
+    def one(m):
+        whole, frac = m.group(1), m.group(2) or ""
+        return whole.replace("{,}", "\\,") + ("{,}" + frac[1:] if frac else "")
+
+    return _TEX_NUMBER.sub(one, tex)
+
+
+def localise_figure(fig, language: str):
+    """A matplotlib figure's numbers as ``language`` writes them: the tick labels of
+    every axis (their formatters are wrapped, so ticks drawn later come out right too)
+    and every other text in it (titles, labels, legends, annotations). Returns ``fig``."""
+    if language not in DECIMAL_COMMA:
+        return fig
+    from matplotlib.text import Text
+    from matplotlib.ticker import Formatter
+
+    def local(text):
+        if "$" in text:  # mathtext: numbers inside $...$ written the TeX way
+            parts = re.split(r"(\$[^$]*\$)", text)
+            return "".join(localise_math(p, language) if p.startswith("$") else localise_number(p, language)
+                           for p in parts)
+        return localise_number(text, language)
+
+    class Localised(Formatter):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def set_axis(self, axis):
+            super().set_axis(axis)
+            self.inner.set_axis(axis)
+
+        def set_locs(self, locs):
+            self.inner.set_locs(locs)
+
+        def __call__(self, x, pos=None):
+            return local(self.inner(x, pos))
+
+        def format_ticks(self, values):
+            return [local(t) for t in self.inner.format_ticks(values)]
+
+        def get_offset(self):
+            return local(self.inner.get_offset())
+
+        def format_data_short(self, value):
+            return local(self.inner.format_data_short(value))
+
+    for ax in fig.axes:
+        for axis in ax._axis_map.values() if hasattr(ax, "_axis_map") else (ax.xaxis, ax.yaxis):
+            for which in ("major", "minor"):
+                ticker = getattr(axis, which)
+                if not isinstance(ticker.formatter, Localised):
+                    formatter = Localised(ticker.formatter)
+                    (axis.set_major_formatter if which == "major" else axis.set_minor_formatter)(formatter)
+    for text in fig.findobj(Text):
+        value = text.get_text()
+        if value:
+            new = local(value)
+            if new != value:
+                text.set_text(new)
+    return fig
+
+
+
+# --------------------------------------------------------------------------- sorting
+_GERMAN_LETTERS = str.maketrans({"ä": "a", "ö": "o", "ü": "u", "ß": "ss", "à": "a", "é": "e", "è": "e"})
+
+
+def collation_key(text: str, language: str) -> tuple:
+    """A sort key that puts words in ``language``'s dictionary order: German as DIN 5007-1
+    (ä with a, ö with o, ü with u, ß as ss, case ignored; the plain word first on a tie),
+    Georgian in its alphabet's order (Unicode's Mkhedruli order: ა ბ გ დ ე ვ ზ თ ...)
+    with Georgian words before Latin ones; English by letters, case ignored. Digits
+    come first in every language."""
+    folded = text.casefold()
+    if language == "de":
+        folded = folded.translate(_GERMAN_LETTERS)
+    elif language == "ka":
+        # Georgian before Latin: Mkhedruli letters keep their places, Latin ones follow them
+        folded = "".join(ch if not ("a" <= ch <= "z") else "\U000f0000" + ch for ch in folded)
+    return (folded, text)
+
+def _mimebundle(obj, language: str = "en") -> dict:
+    """The display data of what a draw function returned (a figure, HTML or text), a
+    figure's numbers written the way of ``language``."""
     try:
         from matplotlib.figure import Figure
     except ImportError:  # pragma: no cover
@@ -128,6 +262,7 @@ def _mimebundle(obj) -> dict:
         import io
         import matplotlib.pyplot as plt
         buf = io.StringIO()
+        localise_figure(obj, language)
         obj.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
         plt.close(obj)
         return {"image/svg+xml": buf.getvalue(), "text/plain": "<Figure>"}
@@ -151,7 +286,7 @@ class Localised:
     def __init__(self, draw: Callable[[Callable[[str], str]], object]):
         if not callable(draw):
             raise TypeError(f"draw must be a function taking a translation function, got {type(draw).__name__}")
-        self.bundles = {lang: _mimebundle(draw(translator(lang))) for lang in LANGUAGES}
+        self.bundles = {lang: _mimebundle(draw(translator(lang)), lang) for lang in LANGUAGES}
 
     def _repr_mimebundle_(self, include=None, exclude=None):
         others = {lang: bundle for lang, bundle in self.bundles.items() if lang != "en"}

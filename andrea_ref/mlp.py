@@ -1,7 +1,7 @@
 """The MLP sublayer: expand, activate, contract.
 
     h = x @ W1 + b1        # d_model -> mlp_dim (4 * d_model in ANDREA)
-    h = GELU(h)
+    h = GELU(h)            # (ReLU with activation="relu", for experiments)
     y = h @ W2 + b2        # mlp_dim -> d_model
 
 Weights are laid out ``[in, out]`` as in the text, so ``x @ W`` needs no transpose
@@ -17,6 +17,9 @@ from ._validate import check_same, check_shape, check_tensor
 from .gelu import gelu
 
 
+ACTIVATION_FUNCTIONS = {"gelu": gelu, "relu": torch.relu}
+
+
 def _bias_gelu(h: torch.Tensor, b1: torch.Tensor | None) -> torch.Tensor:
     """GELU(h + b1); on CUDA the kernel fuses the bias add into the activation."""
     if b1 is not None and h.is_cuda:
@@ -27,8 +30,8 @@ def _bias_gelu(h: torch.Tensor, b1: torch.Tensor | None) -> torch.Tensor:
     return gelu(h if b1 is None else h + b1)
 
 
-def mlp(x, w1, b1, w2, b2) -> torch.Tensor:
-    """Position-wise two-layer perceptron with a GELU in between.
+def mlp(x, w1, b1, w2, b2, activation: str = "gelu") -> torch.Tensor:
+    """Position-wise two-layer perceptron with a GELU (or, for experiments, a ReLU) in between.
 
     Args:
         x: ``[..., d_model]``.
@@ -53,7 +56,12 @@ def mlp(x, w1, b1, w2, b2) -> torch.Tensor:
     if b2 is not None:
         check_shape(b2, "b2", (d_model,))
     check_same(x, "x", w1=w1, b1=b1, w2=w2, b2=b2)
-    h = _bias_gelu(x @ w1, b1)
+    if activation not in ACTIVATION_FUNCTIONS:
+        raise ValueError(f"activation must be one of {tuple(ACTIVATION_FUNCTIONS)}, got {activation!r}")
+    if activation == "gelu":
+        h = _bias_gelu(x @ w1, b1)
+    else:
+        h = ACTIVATION_FUNCTIONS[activation](x @ w1 if b1 is None else x @ w1 + b1)
     y = h @ w2
     return y if b2 is None else y + b2
 
@@ -61,8 +69,11 @@ def mlp(x, w1, b1, w2, b2) -> torch.Tensor:
 class MLP(nn.Module):
     """The MLP sublayer with parameters ``w1 [d_model, mlp_dim]``, ``b1``, ``w2 [mlp_dim, d_model]``, ``b2``."""
 
-    def __init__(self, d_model: int, mlp_dim: int, bias: bool = True):
+    def __init__(self, d_model: int, mlp_dim: int, bias: bool = True, activation: str = "gelu"):
         super().__init__()
+        if activation not in ACTIVATION_FUNCTIONS:
+            raise ValueError(f"activation must be one of {tuple(ACTIVATION_FUNCTIONS)}, got {activation!r}")
+        self.activation = activation
         self.w1 = nn.Parameter(torch.empty(d_model, mlp_dim))
         self.w2 = nn.Parameter(torch.empty(mlp_dim, d_model))
         self.b1 = nn.Parameter(torch.zeros(mlp_dim)) if bias else None
@@ -78,4 +89,4 @@ class MLP(nn.Module):
                 nn.init.zeros_(b)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return mlp(x, self.w1, self.b1, self.w2, self.b2)
+        return mlp(x, self.w1, self.b1, self.w2, self.b2, self.activation)

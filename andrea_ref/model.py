@@ -2,7 +2,7 @@
 
     x = token_embed[token_ids] + position_embed[0..T-1]
     for each of the n_layer blocks:  x = block(x)
-    x = LayerNorm_f(x)
+    x = LayerNorm_f(x)                 # (none with norm_position="none", for experiments)
     logits = x @ token_embed.T         # tied: the input table, transposed
 
 With ``tied_embeddings=False`` a separate ``unembed`` matrix ``[d_model, vocab]`` is used.
@@ -50,7 +50,8 @@ def model_forward(token_ids: torch.Tensor, params: Mapping, config: ModelConfig)
         prefix = f"blocks.{i}."
         block_params = {k[len(prefix):]: v for k, v in params.items() if k.startswith(prefix)}
         x = block(x, block_params, config)
-    x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+    if config.norm_position != "none":
+        x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
     unembed = params["token_embed"].T if config.tied_embeddings else params["unembed"]
     return x @ unembed
 
@@ -67,7 +68,7 @@ class AndreaModel(nn.Module):
         self.token_embed = nn.Parameter(torch.empty(config.vocab_size, d))
         self.position_embed = nn.Parameter(torch.empty(config.context_length, d))
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.n_layer))
-        self.ln_f = LayerNorm(d, config.ln_eps)
+        self.ln_f = LayerNorm(d, config.ln_eps) if config.norm_position != "none" else None
         self.unembed = None if config.tied_embeddings else nn.Parameter(torch.empty(d, config.vocab_size))
         self.reset_parameters()
 

@@ -42,11 +42,12 @@ def count_parameters(config: ModelConfig) -> ParameterCount:
     attention = attention_weights + bias * 4 * d
     mlp_weights = d * m + m * d
     mlp = mlp_weights + bias * (m + d)
-    layernorms = 2 * (2 * d)
+    n_ln = 0 if config.norm_position == "none" else 2  # LayerNorms per block
+    layernorms = n_ln * (2 * d)
     per_block = attention + mlp + layernorms
     token = config.vocab_size * d
     position = config.context_length * d
-    final_ln = 2 * d
+    final_ln = 2 * d if n_ln else 0
     unembed = 0 if config.tied_embeddings else d * config.vocab_size
     blocks = L * per_block
     return ParameterCount(
@@ -62,5 +63,5 @@ def count_parameters(config: ModelConfig) -> ParameterCount:
         final_layernorm=final_ln,
         unembedding=unembed,
         total=blocks + token + position + final_ln + unembed,
-        n_layernorms=2 * L + 1,
+        n_layernorms=n_ln * L + (1 if n_ln else 0),
     )

@@ -7,12 +7,14 @@ named -- when the property it checks does not hold; a notebook shows its message
 without a traceback. A locked nbgrader test cell calls one check, so the points
 of a notebook are split by property. ``report_*`` runs all checks of a notebook and
 prints one line per property without raising (for the learner's self-checks).
+:func:`failure_lines` renders a failed check the one way both the notebook and the
+independent check's feedback page show it.
 
 The shared machinery (safe calls, forbidden-operation detection, comparisons) lives
 in :mod:`andrea_ref.grading._core`; see its docstring for what it defends against.
 """
 from . import _core
-from ._core import GradingError
+from ._core import ERROR_NAME, GradingError, failure_lines
 from .block import (check_block_norms, check_block_residual, check_block_shape,
                     check_block_values, report_block)
 from .gelu import check_gelu_extremes, check_gelu_shape, check_gelu_values, report_gelu
@@ -21,7 +23,7 @@ from .layernorm import (check_layer_norm_affine, check_layer_norm_eps, check_lay
 from .mlp import check_mlp_activation, check_mlp_bias, check_mlp_layout, check_mlp_shape, report_mlp
 
 __all__ = [
-    "GradingError",
+    "GradingError", "ERROR_NAME", "failure_lines",
     "check_layer_norm_shape", "check_layer_norm_normalises", "check_layer_norm_affine",
     "check_layer_norm_eps", "report_layer_norm",
     "check_gelu_shape", "check_gelu_values", "check_gelu_extremes", "report_gelu",

@@ -18,12 +18,22 @@ to stderr. So every check here
   device, the value checks any floating tensor of the right shape (an object with
   its own ``__eq__`` gets nothing), so one slip costs one property;
 * compares with torch functions captured when this module was imported, and refuses
-  to grade in a kernel where PyTorch's functions have been reassigned.
+  to grade in a kernel where PyTorch's functions have been reassigned (what PyTorch's
+  own API rebinds, such as ``torch.Storage`` after ``torch.set_default_dtype``, is not
+  a reassignment);
+* compares so that nan or inf never matches a number and a nan in the reference
+  excuses nothing (:func:`mismatch`), draws every input in float64 on the CPU with
+  its own generator (:func:`uniform`, :func:`normal`: the learner's default dtype or
+  device changes nothing), and lets the first check of each notebook call the
+  function on every input any check uses, to see an argument changed in place
+  (:func:`inputs_left_alone`);
+* renders a failure one way (:func:`failure_lines`), which the notebook and the
+  independent check's feedback page both show.
 
 A call is split in two: :func:`execute` runs the function and describes what
 happened as data (an :class:`Outcome`), :func:`verdict` judges it. In a notebook both
 run in the learner's kernel: instant feedback, which code in that kernel could
-defeat. For the grade, ``classroom.independent`` runs :func:`execute` in a separate
+defeat. For the grade, ``classroom.scoring`` runs :func:`execute` in a separate
 sandboxed process that serves the learner's function, and the checks and
 :func:`verdict` in the grader's own process, where no learner code runs
 (:class:`RemoteAnswer`).
@@ -32,6 +42,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import gc
 import io
 import math
 import os
@@ -63,6 +74,7 @@ _sub = _VF.sub
 _mul = _VF.mul
 _add = _VF.add
 _gt = _VF.gt
+_le = _VF.le
 _isnan = _VF.isnan
 _isfinite = _VF.isfinite
 _logical_and = _VF.logical_and
@@ -123,6 +135,23 @@ def _(message):
     except _Exception:
         return message
 
+_format = builtins.format
+_localise_number = _i18n.localise_number
+
+
+def number(value, spec="g"):
+    """``value`` formatted with ``spec`` and written the learner's way (a decimal comma
+    in German and Georgian: andrea_ref.i18n.localise_number); never raises."""
+    text = _format(value, spec)
+    try:
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            language = _current_language()
+        return _localise_number(text, language)
+    except _Exception:
+        return text
+
+
 # (rtol, atol): a value passes when |got - expected| <= atol + rtol * |expected|. The
 # notebooks state these numbers; float64 gets float32's tolerance so that a rounded
 # constant or a float32 intermediate costs nothing the notebook did not announce.
@@ -165,13 +194,63 @@ _SNAPSHOT = _snapshot()
 _TENSOR_NAMES = frozenset(vars(torch.Tensor))
 
 
+# Names PyTorch itself rebinds, and what they must then be bound to. torch's C++ core
+# sets ``torch.Storage`` to the legacy storage class of the default dtype whenever that
+# changes (``torch.set_default_dtype``, ``torch.set_default_tensor_type``): any other
+# value is still a replacement. (Measured with torch 2.13: set_default_device,
+# manual_seed, set_printoptions, use_deterministic_algorithms, set_num_threads,
+# set_float32_matmul_precision, anomaly detection, torch.compile and importing
+# torch._dynamo, torch.fx, torch.func, torch.export rebind nothing else, apart from
+# the wrappers torch._dynamo puts around its own functions, accepted below.)
+_LegacyStorage = torch.storage._LegacyStorage
+_get_default_dtype = torch.get_default_dtype
+_issubclass = builtins.issubclass
+_getattr = builtins.getattr
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+
+
+def _default_storage(value):
+    return (_isinstance(value, _type) and _issubclass(value, _LegacyStorage)
+            and _str(_getattr(value, "__module__", "")).startswith("torch")
+            and value.dtype == _get_default_dtype())
+
+
+_STATE_BOUND = {("torch", "Storage"): _default_storage}
+
+
+def _torch_wrapper_of(value, original):
+    """True when ``value`` is a chain of wrappers defined in PyTorch's own files (as
+    torch._dynamo puts around ``manual_seed`` and others) that ends at ``original``; a
+    wrapper written elsewhere (``functools.wraps(torch.tanh)(my_tanh)``) is not."""
+    for _depth in range(8):
+        code = _getattr(value, "__code__", None)
+        filename = _getattr(code, "co_filename", "")
+        if _type(filename) is not _str or not os.path.abspath(filename).startswith(_TORCH_DIR):
+            return False
+        value = _getattr(value, "__wrapped__", None)
+        if value is original:
+            return True
+        if value is None:
+            return False
+    return False
+
+
+def _replaced(label, name, value, now):
+    if now is value:
+        return False
+    legitimate = _STATE_BOUND.get((label, name))
+    if legitimate is not None:
+        return not legitimate(now)
+    return not _torch_wrapper_of(now, value)
+
+
 def integrity_problem():
     """``None`` while PyTorch and the watched builtins are the real ones, else a message
-    naming the first replaced function."""
+    naming the first replaced function. What PyTorch's own API rebinds (the default
+    storage class, its dynamo wrappers) is not a replacement."""
     for label, space, name, value in _SNAPSHOT:
         now = vars(space).get(name, value)
-        # torch._dynamo, once imported, rebinds a few functions to wrappers of themselves
-        if now is not value and getattr(now, "__wrapped__", None) is not value:
+        if _replaced(label, name, value, now):
             return _(
                 "{function} has been replaced in this notebook (something like "
                 "`{function} = ...`). The checks need the real PyTorch: remove that line, "
@@ -224,12 +303,24 @@ class Forbidden:
     library shortcut (``"layer_norm"`` matches ``aten.native_layer_norm``).
     ``ref_files``: files of ``andrea_ref`` (relative to the package) whose code may not
     run inside the learner's function; a directory name ending in ``/`` covers it all.
+    PyTorch's Python references and decompositions (``torch/_refs``, ``torch/_decomp``,
+    ``torch/_prims``) and the grading package itself are never to run inside it either
+    (:data:`ALWAYS_FORBIDDEN_DIRS`).
     """
 
     def __init__(self, what, aten_words=(), ref_files=()):
         self.what = what
         self.aten_words = tuple(aten_words)
-        self.ref_files = tuple(os.path.join(_PACKAGE_DIR, f) for f in ref_files)
+        self.ref_files = tuple(os.path.join(_PACKAGE_DIR, f) for f in ref_files) + ALWAYS_FORBIDDEN_DIRS
+
+    def relative_ref_files(self):
+        """``ref_files`` of ``andrea_ref`` relative to the package (a directory ending in
+        ``/``), as the constructor takes them."""
+        out = []
+        for f in self.ref_files:
+            if f.startswith(_PACKAGE_DIR + os.sep) and f not in ALWAYS_FORBIDDEN_DIRS:
+                out.append(os.path.relpath(f, _PACKAGE_DIR) + ("/" if f.endswith(os.sep) else ""))
+        return out
 
     def ref_file_hit(self, filename):
         for f in self.ref_files:
@@ -238,7 +329,16 @@ class Forbidden:
         return None
 
 
+# Python code that runs no learner's function may enter: PyTorch's own Python versions
+# of its operations (a library GELU or LayerNorm built from elementary ops, which no
+# op-level rule sees) and the checks' package with its reference helpers.
+ALWAYS_FORBIDDEN_DIRS = tuple(os.path.join(_TORCH_DIR, d) + os.sep for d in ("_refs", "_decomp", "_prims",
+                                                                               "_prims_common")) \
+    + (os.path.join(_PACKAGE_DIR, "grading") + os.sep,)
+
+
 NOTHING_FORBIDDEN = Forbidden("")
+NOTHING_FORBIDDEN.ref_files = ()  # no watch at all (the in-place sweeps, which skip it for speed)
 
 # Functions whose earlier calls ran past the time limit: fail fast after the first.
 _TIMED_OUT = set()
@@ -262,6 +362,7 @@ def _time_limit(seconds):
 
     def on_alarm(signum, frame):
         raise _LearnerTimeout()
+    _OWN_CODE.add(on_alarm.__code__)
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -277,40 +378,62 @@ class GradingError(AssertionError):
     the fix.
 
     An ``AssertionError``, as nbgrader and ``classroom`` expect of a failed check. In
-    IPython (a notebook, nbgrader's Validate) it renders as its message alone
-    (:meth:`_render_traceback_`): the traceback would only lead through this package,
-    where the mistake is not. Plain Python prints the usual traceback.
+    IPython (a notebook, nbgrader's Validate) it renders as :func:`failure_lines`: its
+    message, where in the learner's own code an exception came from (``where``) and
+    the property not met, without the traceback, which would only lead through this
+    package, where the mistake is not. The feedback page of the independent check
+    shows the same lines. Plain Python prints the usual traceback.
     """
 
     #: the property a graded check judges, set by :func:`graded` when the check fails
     checked_property = None
 
-    def _render_traceback_(self):
-        first, *rest = str(self).splitlines() or [""]
-        lines = [f"{_type(self).__name__}: {first}", *rest]
-        if self.checked_property:
-            lines.append(_("\u2717 not met: {property}").format(property=_(self.checked_property)))
-        return lines
-
-
-class LearnerError(GradingError):
-    """The learner's function raised; ``original`` is what it raised."""
-
-    def __init__(self, message, original):
+    def __init__(self, message="", original=None, where=()):
         super().__init__(message)
+        #: the exception the learner's function raised, if that is what failed
         self.original = original
+        #: the learner's own lines that raised it ("  fn, line 3 of its cell: ...")
+        self.where = list(where)
 
     def _render_traceback_(self):
-        lines = super()._render_traceback_()
-        where = _learner_lines(self.original)
-        if where:
-            lines[1:1] = [_("In your code:"), *where]
-        return lines
+        return failure_lines(self)
 
 
-def _learner_lines(error, limit=3):
+#: the error name both the notebook and the feedback page show for a failed check
+ERROR_NAME = "GradingError"
+
+
+def failure_lines(error):
+    """The lines a failed check shows, in the notebook and on the feedback page alike:
+    ``GradingError: <first line of the message>``, then ``In your code:`` and the
+    learner's lines when their function raised, the rest of the message, and
+    ``\u2717 not met: <property>`` when a graded check failed. ``error``: a
+    :class:`GradingError` (or any ``AssertionError``)."""
+    first, *rest = _str(error).splitlines() or [""]
+    lines = [f"{ERROR_NAME}: {first}"]
+    where = _getattr(error, "where", None) or []
+    if where:
+        lines += [_("In your code:"), *where]
+    lines += rest
+    prop = _getattr(error, "checked_property", None)
+    if prop:
+        lines.append(_("\u2717 not met: {property}").format(property=_(prop)))
+    return lines
+
+
+_CONTROL = {c: None for c in range(32)}
+_CONTROL[127] = None
+
+
+def learner_lines(error, limit=3):
     """Where in the learner's own code ``error`` was raised: the last ``limit`` frames
-    of its traceback that are neither this package nor an installed library."""
+    of its traceback that are neither this package nor an installed library, as
+    ``  function, line N of its cell: source``. An exception that came from another
+    process carries its lines along (``learner_where``, set by who rebuilt it); those
+    are text from the learner's process, shown as plain printable text only."""
+    given = _getattr(error, "learner_where", None)
+    if _isinstance(given, (list, tuple)):
+        return [_str(ln).translate(_CONTROL)[:300] for ln in given if _isinstance(ln, _str)][-limit:]
     import linecache
     import sysconfig
 
@@ -330,7 +453,7 @@ def _learner_lines(error, limit=3):
                 place = _("{function}, line {line} of {file}")
             place = place.format(function=code.co_name, line=tb.tb_lineno,
                                  file=os.path.basename(code.co_filename))
-            frames.append(f"  {place}" + (f": {text}" if text else ""))
+            frames.append((f"  {place}" + (f": {text}" if text else "")).translate(_CONTROL)[:300])
         tb = tb.tb_next
     return frames[-limit:]
 
@@ -338,23 +461,27 @@ def _learner_lines(error, limit=3):
 class Outcome:
     """What one call of the learner's function did, as data: made by :func:`execute` in
     the process that ran the function, judged by :func:`verdict` (possibly in another
-    process: see ``classroom.independent``).
+    process: see ``classroom.scoring``).
 
     ``result``: what it returned; ``error``: the exception it raised (``None`` if none);
     ``timed_out``: stopped at the time limit; ``ops``: names of the ATen operations that
     ran; ``ref_hits``: names of forbidden ``andrea_ref`` functions entered;
-    ``integrity``: a message if PyTorch's functions were found replaced.
+    ``integrity``: a message if PyTorch's functions were found replaced; ``where``: the
+    learner's own lines the error was raised from (:func:`learner_lines`), found where
+    the traceback is, in the process that ran the function.
     """
 
-    __slots__ = ("result", "error", "timed_out", "ops", "ref_hits", "integrity")
+    __slots__ = ("result", "error", "timed_out", "ops", "ref_hits", "integrity", "where")
 
-    def __init__(self, result=None, error=None, timed_out=False, ops=(), ref_hits=(), integrity=None):
+    def __init__(self, result=None, error=None, timed_out=False, ops=(), ref_hits=(), integrity=None,
+                 where=()):
         self.result = result
         self.error = error
         self.timed_out = timed_out
         self.ops = frozenset(ops)
         self.ref_hits = tuple(ref_hits)
         self.integrity = integrity
+        self.where = tuple(where)
 
 
 class RemoteAnswer:
@@ -375,69 +502,143 @@ class RemoteAnswer:
         return verdict(self.remote_call(args, NOTHING_FORBIDDEN), name="function", key=self)
 
 
-# ATen operations that contain a forbidden word, found once per word set.
+# ATen operations that contain a forbidden word, with every dispatch key the dispatcher
+# has a kernel for (CPU, NestedTensorCPU, QuantizedCPU, MkldnnCPU, Meta, Autograd,
+# Functionalize, Tracer, FuncTorchBatched, the composite keys ...), found once per word set.
 _FORBIDDEN_OPS = {}
-_BLOCK_KEYS = ("CPU", "CUDA", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+_KEY_LINE = __import__("re").compile(r"^([A-Za-z0-9]+)(\[alias\])?( \(inactive\))?: registered at")
 
 
-def _blocking_library(words):
-    """Register, at PyTorch's dispatcher, a kernel that refuses to run for every ATen
-    operation whose name contains one of ``words``: unlike the dispatch-mode recorder,
-    this also holds for calls from another thread or with the Python modes switched
-    off. Returns the ``torch.library.Library`` (``_destroy()`` restores the real
-    kernels) and the list the blocked calls are recorded in."""
+def _dispatch_keys(full_name):
+    """The dispatch keys ``full_name`` (``aten::gelu``) has a kernel registered at."""
+    keys = []
+    for line in torch._C._dispatch_dump(full_name).splitlines():
+        m = _KEY_LINE.match(line)
+        if m and not m.group(3) and m.group(1) != "debug":
+            keys.append(m.group(1))
+    return keys
+
+
+def forbidden_kernels(words):
+    """[(``aten::op``, op name, [dispatch keys])] of every ATen operation whose name
+    contains one of ``words``."""
     names = _FORBIDDEN_OPS.get(words)
     if names is None:
-        names = [(n, n.split("::", 1)[1]) for n in torch._C._dispatch_get_all_op_names()
+        names = [(n, n.split("::", 1)[1], _dispatch_keys(n)) for n in torch._C._dispatch_get_all_op_names()
                  if n.startswith("aten::") and any(w in n for w in words)]
         _FORBIDDEN_OPS[words] = names
-    seen = []
-
-    def refuse(full):
-        def kernel(*args, **kwargs):
-            seen.append(full.split("::", 1)[1].split(".")[0])
-            raise RuntimeError(f"{full} is not allowed in this exercise")
-        return kernel
-
-    lib = torch.library.Library("aten", "IMPL")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
-        for full, op in names:
-            for key in _BLOCK_KEYS:
-                if torch._C._dispatch_has_kernel_for_dispatch_key(full, key):
-                    lib.impl(op, refuse(full), key)
-    return lib, seen
+    return names
 
 
-def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None):
+class Blocker:
+    """A kernel that refuses to run, registered at PyTorch's dispatcher for every ATen
+    operation whose name contains one of ``words`` and at every dispatch key it has a
+    kernel for: unlike the dispatch-mode recorder, this holds for calls from any thread,
+    with the Python modes switched off, through nested, quantized, sparse or MKL-DNN
+    tensors, ``torch.ops`` and redispatching alike. ``install()`` / ``remove()``
+    (``remove`` restores the real kernels); ``seen``: the operations refused."""
+
+    def __init__(self, words):
+        self.words = tuple(words)
+        self.seen = []
+        self._lib = None
+
+    def install(self):
+        if self._lib is not None or not self.words:
+            return self
+        seen = self.seen
+
+        def refuse(full):
+            def kernel(*args, **kwargs):
+                seen.append(full.split("::", 1)[1].split(".")[0])
+                raise RuntimeError(f"{full} is not allowed in this exercise")
+            _OWN_CODE.add(kernel.__code__)
+            return kernel
+
+        lib = torch.library.Library("aten", "IMPL")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "overriding a previously registered kernel"
+            for full, op, keys in forbidden_kernels(self.words):
+                kernel = refuse(full)
+                for key in keys:
+                    try:
+                        lib.impl(op, kernel, key)
+                    except RuntimeError:  # pragma: no cover - a key this build cannot take
+                        pass
+        self._lib = lib
+        return self
+
+    def remove(self):
+        if self._lib is not None:
+            self._lib._destroy()
+            self._lib = None
+
+
+# Code of this module that runs while a learner's function is watched (the recorder's
+# dispatch hook, the time limit's handler, the refusing kernels): not a call of the
+# grading package by the learner.
+_OWN_CODE = {_OpRecorder.__torch_dispatch__.__code__}
+
+
+@contextlib.contextmanager
+def _no_collection():
+    """The cyclic garbage collector paused: a collection inside the learner's call would
+    finalise what earlier checks left behind (a generator of a check that stopped early
+    is closed, its frame resumed), and the profiler would take that for the learner's
+    function entering the checks' code."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None, blocker=None):
     """Call ``fn(*args)`` under the time limit with warnings and output captured,
-    recording the operations that run; never raises for what the function does."""
+    recording the operations that run; never raises for what the function does.
+
+    ``blocker``: a :class:`Blocker` the caller installed for ``forbidden.aten_words``
+    and keeps installed (the answer server keeps it from the first call to the next
+    learner cell, so that its reply is built while the operations are still refused);
+    without one, the forbidden operations are refused for the duration of this call."""
     problem = integrity_problem()
     if problem is not None:
         return Outcome(integrity=problem)
     limit = CALL_TIME_LIMIT if time_limit is None else time_limit
-    recorder = _OpRecorder()
+    # the operations that ran matter only where some are forbidden; recording them costs
+    # a Python call per ATen operation
+    recorder = _OpRecorder() if forbidden.aten_words else contextlib.nullcontext()
     ref_hits = []
+    own = _OWN_CODE
 
     def profiler(frame, event, arg):
         if event == "call":
-            hit = forbidden.ref_file_hit(frame.f_code.co_filename)
-            if hit is not None:
-                ref_hits.append(frame.f_code.co_name)
+            code = frame.f_code
+            if code not in own and forbidden.ref_file_hit(code.co_filename) is not None:
+                hit = code.co_name
+                if code.co_filename.startswith(_TORCH_DIR):  # PyTorch's own Python implementation
+                    where = os.path.splitext(code.co_filename[len(_TORCH_DIR):])[0].replace(os.sep, ".")
+                    hit = f"torch.{where}.{hit}"
+                ref_hits.append(hit)
 
     sink = io.StringIO()
     old_profile = sys.getprofile()
     outcome = Outcome()
-    blocker, blocked = (None, [])
+    own_blocker = blocker is None and bool(forbidden.aten_words)
+    if own_blocker:
+        blocker = Blocker(forbidden.aten_words)
+    seen_before = len(blocker.seen) if blocker is not None else 0
     try:
         with warnings.catch_warnings(record=True), contextlib.redirect_stdout(sink), \
                 contextlib.redirect_stderr(sink):
             warnings.simplefilter("always")
-            if forbidden.aten_words:
-                blocker, blocked = _blocking_library(forbidden.aten_words)
+            if own_blocker:
+                blocker.install()
             with _time_limit(limit):
                 try:
-                    with recorder:
+                    with recorder, _no_collection():
                         if forbidden.ref_files:
                             sys.setprofile(profiler)
                         try:
@@ -449,11 +650,13 @@ def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None):
                     outcome.timed_out = True
                 except Exception as exc:  # the learner's bug, judged by verdict()
                     outcome.error = exc
+                    outcome.where = tuple(learner_lines(exc))
     finally:
         sys.setprofile(old_profile)
-        if blocker is not None:
-            blocker._destroy()
-    outcome.ops = frozenset(recorder.ops) | frozenset(blocked)
+        if own_blocker:
+            blocker.remove()
+    blocked = blocker.seen[seen_before:] if blocker is not None else []
+    outcome.ops = frozenset(getattr(recorder, "ops", ())) | frozenset(blocked)
     outcome.ref_hits = tuple(ref_hits)
     outcome.integrity = integrity_problem()
     return outcome
@@ -465,9 +668,15 @@ def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None):
     if outcome.integrity is not None:
         raise GradingError(outcome.integrity)
     if outcome.ref_hits:
+        # the most telling hit: PyTorch's wrappers (torch._prims_common) say least
+        hit = next((h for h in outcome.ref_hits if not h.startswith("torch._prims_common")), outcome.ref_hits[0])
+        if hit.startswith("torch."):
+            raise GradingError(
+                _("`{name}` runs PyTorch's own Python version of an operation ({function}); {rule}").format(
+                    name=name, function=hit[len("torch."):], rule=_(forbidden.what)))
         raise GradingError(
             _("`{name}` calls andrea_ref's own implementation ({function}); {rule}").format(
-                name=name, function=outcome.ref_hits[0], rule=_(forbidden.what))
+                name=name, function=hit, rule=_(forbidden.what))
         )
     used = sorted(op for op in outcome.ops if any(w in op for w in forbidden.aten_words))
     if used:
@@ -479,18 +688,19 @@ def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None):
         if key is not None:
             _TIMED_OUT.add(key)
         raise GradingError(_("`{name}` did not finish within {seconds} s (an endless loop?).").format(
-            name=name, seconds=f"{CALL_TIME_LIMIT:g}"))
+            name=name, seconds=number(CALL_TIME_LIMIT)))
     error = outcome.error
     if error is not None:
+        where = list(outcome.where) or learner_lines(error)
         if _isinstance(error, NotImplementedError):
             msg = _("`{name}` is not written yet: it raises NotImplementedError.").format(name=name)
-        else:
-            kind = getattr(error, "remote_type", None) or _type(error).__name__
-            msg = _("`{name}` raised {kind}: {error}").format(name=name, kind=kind, error=error)
-            extra = hint(error) if hint is not None else None
-            if extra:
-                msg += "\n" + _("Likely mistake: {likely}").format(likely=extra)
-        raise LearnerError(msg, error)
+            raise GradingError(msg, error, where)
+        kind = getattr(error, "remote_type", None) or _type(error).__name__
+        msg = _("`{name}` raised {kind}: {error}").format(name=name, kind=kind, error=error)
+        extra = hint(error, where) if hint is not None else None
+        if extra:
+            msg += "\n" + _("Likely mistake: {likely}").format(likely=extra)
+        raise GradingError(msg, error, where)
     return outcome.result
 
 
@@ -498,7 +708,9 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
     """Call ``fn(*args)`` the safe way and return what it returned.
 
     Raises ``AssertionError`` if ``fn`` raises, runs too long, or uses something
-    ``forbidden`` names. ``hint(exc)`` may return a diagnosis of an exception. ``fn``
+    ``forbidden`` names. ``hint(exc, where, args)`` may return a diagnosis of an
+    exception, from its text, the learner's lines that raised it and the arguments
+    (a size written into the code is recognised for every function). ``fn``
     may be a :class:`RemoteAnswer`: the call then runs in the process that serves it.
     """
     if not _callable(fn):
@@ -509,7 +721,7 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
     if (remote and fn.timed_out) or (not remote and key in _TIMED_OUT):
         raise GradingError(
             _("`{name}` did not finish within {seconds} s in an earlier check "
-              "(an endless loop?), so it is not called again.").format(name=name, seconds=f"{CALL_TIME_LIMIT:g}")
+              "(an endless loop?), so it is not called again.").format(name=name, seconds=number(CALL_TIME_LIMIT))
         )
     if remote:
         outcome = fn.remote_call(args, forbidden)
@@ -517,7 +729,11 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
     else:
         _check_integrity()
         outcome = execute(fn, args, forbidden)
-    return verdict(outcome, name=name, forbidden=forbidden, hint=hint, key=key)
+
+    def diagnosis(error, where):
+        return (hint(error, where, args) if hint is not None else None) or size_hint(error, where, args)
+
+    return verdict(outcome, name=name, forbidden=forbidden, hint=diagnosis, key=key)
 
 
 def check_result(out, *, name, shape, dtype, device):
@@ -548,31 +764,40 @@ def f64(t):
 def mismatch(out, ref, tol):
     """``None`` if ``out`` is within ``tol = (rtol, atol)`` of ``ref`` everywhere, else a
     short description of the worst element: where it is, what it is and should be (with
-    enough digits to see the difference), and the tolerance applied. NaN in ``out``
-    never matches."""
+    enough digits to see the difference), and the tolerance applied.
+
+    Where ``ref`` is finite, ``out`` must be finite and within the tolerance: nan or inf
+    never matches a number. Where ``ref`` itself is nan or inf, ``out`` must be the same
+    (nan matching nan): nothing in the reference excuses an element."""
     rtol, atol = tol
     a, b = f64(out), f64(ref)
+    if tuple(a.shape) != tuple(b.shape):
+        return _("shape {got}, expected {shape}").format(got=tuple(a.shape), shape=tuple(b.shape))
     diff = _abs_f(_sub(a, b))
     bound = _add(_mul(_abs_f(b), rtol), atol)
-    bad = _logical_not(_logical_and(_logical_not(_gt(diff, bound)), _logical_not(_isnan(a))))
-    bad = _logical_and(bad, _logical_not(_isnan(b)))
+    ref_finite = _isfinite(b)
+    near = _logical_and(_le(diff, bound), _isfinite(a))
+    identical = _logical_or(_eq(a, b), _logical_and(_isnan(a), _isnan(b)))
+    bad = _logical_not(_where(ref_finite, near, identical))
     if not _item(_any(bad)):
         return None
     flat_bad = _reshape(bad, (-1,))
-    # worst element: the one furthest outside its allowance (NaN counts as worst)
+    # worst element: the one furthest outside its allowance (a non-finite one counts as worst)
     ratio = _reshape(_div(diff, bound), (-1,))
-    scored = _where(_isnan(ratio), _full_like(ratio, math.inf), ratio)
+    scored = _where(_isfinite(ratio), ratio, _full_like(ratio, math.inf))
     scored = _where(flat_bad, scored, _full_like(ratio, -1.0))
     i = _item(_argmax(scored))
     got = _item(_reshape(a, (-1,))[i])
     want = _item(_reshape(b, (-1,))[i])
-    allowed = atol + rtol * abs(want)
     where = _index_text(i, tuple(a.shape))
     g, w = _two_numbers(got, want)
+    if not math.isfinite(want):
+        return _("at {index} got {got}, expected {expected} exactly").format(index=where, got=g, expected=w)
+    allowed = atol + rtol * abs(want)
     return _("at {index} got {got}, expected {expected}: difference {difference}, "
              "allowed {allowed} (rtol = {rtol}, atol = {atol})").format(
-        index=where, got=g, expected=w, difference=f"{abs(got - want):.3g}",
-        allowed=f"{allowed:.3g}", rtol=f"{rtol:g}", atol=f"{atol:g}")
+        index=where, got=g, expected=w, difference=number(abs(got - want), ".3g"),
+        allowed=number(allowed, ".3g"), rtol=number(rtol), atol=number(atol))
 
 
 def close(out, ref, tol):
@@ -580,8 +805,62 @@ def close(out, ref, tol):
 
 
 def same(a, b):
-    """Exactly equal (used to check that inputs were left unchanged)."""
-    return _equal(_detach(a), _detach(b))
+    """Exactly equal, dtype, shape and device included (used to check that inputs were
+    left unchanged)."""
+    a, b = _detach(a), _detach(b)
+    return (a.dtype == b.dtype and tuple(a.shape) == tuple(b.shape) and a.device == b.device
+            and _equal(a, b))
+
+
+def copy_args(args):
+    """Fresh copies of a call's arguments: tensors cloned, dicts of them copied with
+    cloned values, anything else (numbers) as it is."""
+    out = []
+    for a in args:
+        if _isinstance(a, _Tensor):
+            out.append(_clone(a))
+        elif _isinstance(a, dict):
+            out.append({k: _clone(v) if _isinstance(v, _Tensor) else v for k, v in a.items()})
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def changed_argument(before, after, labels):
+    """The label of the first argument (``"x"``, or ``"params['mlp.b2']"`` for an entry of
+    a dict) that differs between ``before`` and ``after`` (two :func:`copy_args` copies,
+    the second one passed to the learner), else ``None``."""
+    for label, b, a in zip(labels, before, after):
+        if _isinstance(b, _Tensor):
+            if not (_isinstance(a, _Tensor) and same(b, a)):
+                return label
+        elif _isinstance(b, dict):
+            if not _isinstance(a, dict) or _sorted(map(_str, a)) != _sorted(map(_str, b)):
+                return label
+            for k in b:
+                if _isinstance(b[k], _Tensor) and not (_isinstance(a.get(k), _Tensor) and same(b[k], a[k])):
+                    return f"{label}[{k!r}]"
+    return None
+
+
+def inputs_left_alone(fn, calls, *, name, labels, advice, hint=None):
+    """Call ``fn`` on every argument tuple in ``calls`` (the inputs every check of the
+    notebook uses) and fail if one of its arguments changed. Only that is judged
+    here: what the function returns, or an exception it raises, is for the checks of
+    those inputs to judge (an in-place change made before raising still counts), and
+    so are library shortcuts: each check calls with the same inputs under the
+    notebook's rules, so these calls skip that watch (it is most of a call's cost)."""
+    for args in calls:
+        keep, passed = copy_args(args), copy_args(args)
+        try:
+            call(fn, passed, name=name, hint=hint)
+        except GradingError:
+            if _isinstance(fn, RemoteAnswer) and fn.timed_out:
+                return
+        label = changed_argument(keep, passed, labels)
+        if label is not None:
+            fail(_("`{name}` changed its argument `{argument}` in place.").format(name=name, argument=label),
+                 advice)
 
 
 def all_finite(t):
@@ -739,13 +1018,91 @@ def _two_numbers(got, want):
     digits = 6
     if math.isfinite(diff) and math.isfinite(size) and 0 < diff < size:
         digits = min(17, max(6, math.ceil(math.log10(size / diff)) + 2))
-    return f"{got:.{digits}g}", f"{want:.{digits}g}"
+    return number(got, f".{digits}g"), number(want, f".{digits}g")
 
 
 def generator(seed):
     g = torch.Generator(device="cpu")
     g.manual_seed(seed)
     return g
+
+
+# Inputs are drawn in float64 on the CPU with the checks' own generator, with dtype and
+# device always given: torch.set_default_dtype or set_default_device in the learner's
+# notebook changes nothing a check draws (the kernel and the independent check, which
+# runs with PyTorch's defaults, see the same numbers).
+_CPU = "cpu"
+
+
+def uniform(g, shape, low=0.0, high=1.0):
+    """Uniform in [low, high), float64, CPU."""
+    return torch.rand(tuple(shape), generator=g, dtype=_float64, device=_CPU) * (high - low) + low
+
+
+def normal(g, shape, std=1.0, mean=0.0):
+    """Normal(mean, std), float64, CPU."""
+    return torch.randn(tuple(shape), generator=g, dtype=_float64, device=_CPU) * std + mean
+
+
+def permutation(g, n):
+    return torch.randperm(n, generator=g, device=_CPU)
+
+
+def const(value, shape):
+    """A float64 CPU tensor of ``shape`` filled with ``value``."""
+    return torch.full(tuple(shape), float(value), dtype=_float64, device=_CPU)
+
+
+def eye(n):
+    return torch.eye(n, dtype=_float64, device=_CPU)
+
+
+# Model sizes a learner might write into the code.
+_SIZE_NUMBER = __import__("re").compile(r"(?<![\w.])(\d{2,6})(?![\w.])")
+
+
+def _model_sizes():
+    """The widths of the course's models (d_model, mlp_dim, the vocabulary), the sizes a
+    learner would write into the code."""
+    from ..config import CONFIGS
+    out = set()
+    for cfg in CONFIGS.values():
+        out.update((cfg.d_model, cfg.mlp_dim, cfg.vocab_size))
+    return out
+
+
+def written_size(error, where, args):
+    """A size written into the code (768 where d_model belongs): a number the exception's
+    text names that is no size of the inputs, and that the learner's own line
+    (``where``) contains or that is one of the course's model widths. ``None`` when
+    the evidence is not there."""
+    sizes = set()
+    for a in args:
+        for t in (a.values() if _isinstance(a, dict) else (a,)):
+            if _isinstance(t, _Tensor):
+                sizes.update(int(n) for n in t.shape)
+                sizes.add(int(t.numel()))
+            elif _isinstance(t, int):
+                sizes.add(t)
+    in_error = [n for n in _SIZE_NUMBER.findall(_str(error)) if int(n) not in sizes]
+    code = " ".join(_str(ln).split(": ", 1)[-1] for ln in where or ())
+    for number in _SIZE_NUMBER.findall(code):
+        if number in in_error:
+            return int(number)
+    widths = _model_sizes()
+    for number in in_error:
+        if int(number) in widths:
+            return int(number)
+    return None
+
+
+def size_hint(error, where, args):
+    """The likely-mistake line for a size written into the code, or ``None``."""
+    n = written_size(error, where, args)
+    if n is None:
+        return None
+    return _("the size {size} is written into your code, but these inputs have other sizes: take "
+             "every size from the arguments (x.shape[-1], w1.shape[1], ...).").format(size=n)
 
 
 @contextlib.contextmanager
@@ -781,6 +1138,19 @@ def graded(check):
     return wrapper
 
 
+# The self-check's lines are wrapped here, at spaces: front ends wrap long output lines
+# anywhere (JupyterLab's output area breaks words), which splits words mid-way.
+REPORT_WIDTH = 78
+
+
+def _report_line(text: str, indent: str = "      ") -> str:
+    """One line of the self-check's report, wrapped at spaces to REPORT_WIDTH, its
+    continuation lines indented under it (a word longer than a line is never split)."""
+    import textwrap
+    return textwrap.fill(text, width=REPORT_WIDTH, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
+
+
 def run_report(title, checks, fn):
     """Run ``checks`` (list of (label, check)) and print one line per property.
     Never raises: this is for the learner's visible self-check cells."""
@@ -793,11 +1163,11 @@ def run_report(title, checks, fn):
                 check(fn)
         except AssertionError as exc:
             first, *rest = str(exc).splitlines()
-            print(f"  \u2717 {label}: {first}")
+            print(_report_line(f"  \u2717 {label}: {first}"))
             for line in rest:
-                print(f"      {line}")
+                print(_report_line(f"      {line}"))
         else:
             passed += 1
-            print(f"  \u2713 {label}")
+            print(_report_line(f"  \u2713 {label}", indent="    "))
     print(_("{passed} of {total} properties hold.").format(passed=passed, total=len(checks)))
     return passed == len(checks)

@@ -8,23 +8,27 @@ so only the wiring is judged.
 
 ============================  ====================================================
 ``check_block_shape``         a new ``[batch, seq, d_model]`` tensor, dtype and
-                              device kept (the only check that judges them), ``x``
-                              and ``params`` unchanged
+                              device kept (the only check that judges them); no
+                              argument changed in place (``x``, every entry of
+                              ``params``, its keys), on every input any of the four
+                              checks uses
 ``check_block_residual``      with both output projections zeroed, each sublayer
-                              adds nothing and a pre-norm block returns x exactly;
-                              a post-norm block returns LN(x), a block without
+                              adds nothing and a pre-norm block returns x exactly
+                              (a post-norm block returns LN(x), a block without
                               skip connections 0, one whose residual starts after
-                              the norm LN(x)
+                              the norm LN(x)); switched on, the sublayers must
+                              change it (x alone is no block)
 ``check_block_norms``         each sublayer has its own LayerNorm: ln_1's and ln_2's
                               parameters both change the output (by more than
-                              rtol = atol = 1e-4)
+                              rtol = atol = 1e-4), a finite one
 ``check_block_values``        the whole block against ``andrea_ref.block`` on random
                               parameters (every wiring mistake fails this too,
                               sublayers in the wrong order included)
 ============================  ====================================================
 
 Values are compared with the float64 reference within rtol = atol = 1e-5, as the
-notebook states, whatever dtype the result has.
+notebook states, whatever dtype the result has. A "likely mistake" is named only when
+the output matches that wiring's reference on a full random block.
 """
 from __future__ import annotations
 
@@ -52,16 +56,15 @@ def make_params(g, d, h, dtype=torch.float64):
     """Random parameters with the names of ``andrea_ref.Block``; everything non-trivial."""
     p = {}
     for ln in ("ln_1", "ln_2"):
-        p[f"{ln}.gamma"] = torch.rand(d, generator=g, dtype=torch.float64) + 0.5
-        p[f"{ln}.beta"] = torch.randn(d, generator=g, dtype=torch.float64) * 0.3
+        p[f"{ln}.gamma"] = C.uniform(g, (d,), 0.5, 1.5)
+        p[f"{ln}.beta"] = C.normal(g, (d,), 0.3)
     for n in ATTN:
         shape = (d, d) if n.startswith("w") else (d,)
-        scale = d ** -0.5 if n.startswith("w") else 0.1
-        p[f"attn.{n}"] = torch.randn(*shape, generator=g, dtype=torch.float64) * scale
-    p["mlp.w1"] = torch.randn(d, h, generator=g, dtype=torch.float64) * d ** -0.5
-    p["mlp.b1"] = torch.randn(h, generator=g, dtype=torch.float64) * 0.1
-    p["mlp.w2"] = torch.randn(h, d, generator=g, dtype=torch.float64) * h ** -0.5
-    p["mlp.b2"] = torch.randn(d, generator=g, dtype=torch.float64) * 0.1
+        p[f"attn.{n}"] = C.normal(g, shape, d ** -0.5 if n.startswith("w") else 0.1)
+    p["mlp.w1"] = C.normal(g, (d, h), d ** -0.5)
+    p["mlp.b1"] = C.normal(g, (h,), 0.1)
+    p["mlp.w2"] = C.normal(g, (h, d), h ** -0.5)
+    p["mlp.b2"] = C.normal(g, (d,), 0.1)
     return {k: v.to(dtype) for k, v in p.items()}
 
 
@@ -70,8 +73,7 @@ def _config(d, h, n_head):
 
 
 def _run(fn, x, params, n_head):
-    args = (C._clone(x), {k: C._clone(v) for k, v in params.items()}, n_head)
-    out = C.call(fn, args, name=NAME, forbidden=FORBIDDEN)
+    out = C.call(fn, C.copy_args((x, params, n_head)), name=NAME, forbidden=FORBIDDEN)
     return C.values_result(out, name=NAME, shape=x.shape)
 
 
@@ -100,6 +102,15 @@ def _variants(x, p, n_head):
         hid = x + mlp(ln(norm_mlp, x))
         return hid + attn(ln(norm_attn, hid))
 
+    def swapped_norms():
+        q = dict(p)
+        for part in ("gamma", "beta"):
+            q[f"ln_1.{part}"], q[f"ln_2.{part}"] = p[f"ln_2.{part}"], p[f"ln_1.{part}"]
+        return _reference(x, q, cfg)
+
+    def final_norm(name):
+        return ln(name, _reference(x, p, cfg))
+
     order = _("the sublayers are in the wrong order: the MLP sublayer comes before attention. "
               "Attention comes first, h = x + attention(ln_1(x)), then the MLP, "
               "h + mlp(ln_2(h)).")
@@ -123,6 +134,25 @@ def _variants(x, p, n_head):
          lambda: (lambda a: a + mlp(ln("ln_2", a)))(attn(ln("ln_1", x)))),
         (_("the MLP reads the attention output instead of the updated residual stream."),
          lambda: (lambda a: x + a + mlp(ln("ln_2", a)))(attn(ln("ln_1", x)))),
+        (_("ln_1 and ln_2 are swapped: attention normalises its input with ln_1, the MLP with ln_2."),
+         swapped_norms),
+        (_("attention reads x itself: its input is ln_1(x), the normalised residual stream."),
+         lambda: (lambda hid: hid + mlp(ln("ln_2", hid)))(x + attn(x))),
+        (_("the MLP reads h itself: its input is ln_2(h), the normalised residual stream."),
+         lambda: (lambda hid: hid + mlp(hid))(x + attn(ln("ln_1", x)))),
+        (_("the MLP reads ln_2(x), the block's input, so the two sublayers run side by side: it reads "
+           "ln_2(h), with h = x + attention(ln_1(x))."),
+         lambda: x + attn(ln("ln_1", x)) + mlp(ln("ln_2", x))),
+        (_("an extra LayerNorm is applied to the block's output: a pre-norm block returns "
+           "h + mlp(ln_2(h)) as it is."),
+         lambda: final_norm("ln_2")),
+        (_("an extra LayerNorm is applied to the block's output: a pre-norm block returns "
+           "h + mlp(ln_2(h)) as it is."),
+         lambda: final_norm("ln_1")),
+        (_("x is added twice: each sublayer's output is added to the stream once, x + attention(ln_1(x))."),
+         lambda: x + _reference(x, p, cfg)),
+        (_("attention runs with one head, not n_head: pass n_head on to causal_self_attention."),
+         lambda: _reference(x, p, cfg.replace(n_head=1))),
         (order, lambda: mlp_first("ln_2", "ln_1")),  # each sublayer keeps its own norm
         (order + " " + _("Each keeps its own LayerNorm: ln_1 for attention, ln_2 for the MLP."),
          lambda: mlp_first("ln_1", "ln_2")),  # the norms follow the positions
@@ -137,18 +167,23 @@ def _cases(seed, dtypes=(torch.float64, torch.float32)):
     for device in C.devices():
         for dtype in dtypes:
             for b, t, d, h, n_head in _SIZES:
-                x = torch.randn(b, t, d, generator=g, dtype=torch.float64) * 1.5 + 0.5
+                x = C.normal(g, (b, t, d), 1.5, 0.5)
                 p = make_params(g, d, h)
                 on = {k: v.to(device=device, dtype=dtype) for k, v in p.items()}
                 yield device, dtype, x.to(device=device, dtype=dtype), on, n_head
 
 
-def _diagnosis(fn, seed, device, dtype):
-    """Run the learner on a full random block and name the wiring it matches."""
+def _diagnosis_inputs(seed, device, dtype):
     g = C.generator(seed + 99)
     b, t, d, h, n_head = _SIZES[0]
-    x = (torch.randn(b, t, d, generator=g, dtype=torch.float64) * 1.5 + 0.5).to(device=device, dtype=dtype)
+    x = C.normal(g, (b, t, d), 1.5, 0.5).to(device=device, dtype=dtype)
     p = {k: v.to(device=device, dtype=dtype) for k, v in make_params(g, d, h).items()}
+    return x, p, n_head
+
+
+def _diagnosis(fn, seed, device, dtype):
+    """Run the learner on a full random block and name the wiring it matches."""
+    x, p, n_head = _diagnosis_inputs(seed, device, dtype)
     try:
         out = _run(fn, x, p, n_head)
     except AssertionError:
@@ -156,46 +191,71 @@ def _diagnosis(fn, seed, device, dtype):
     return C.diagnose(out, _variants(x, p, n_head), C.tol_for(dtype, result=out), None)
 
 
+def _switched_off(p):
+    off = dict(p)
+    for k in ("attn.w_o", "attn.b_o", "mlp.w2", "mlp.b2"):
+        off[k] = torch.zeros_like(p[k])
+    return off
+
+
+def _norms_inputs(seed):
+    g = C.generator(seed + 2)
+    for device, dtype, x, p, n_head in _cases(seed + 2, dtypes=(torch.float64,)):
+        d = x.shape[-1]
+        changed = {}
+        for name in ("ln_1", "ln_2"):
+            q = dict(p)
+            q[f"{name}.gamma"] = C.uniform(g, (d,), 1.5, 2.5).to(device)
+            q[f"{name}.beta"] = C.normal(g, (d,), 1.0, 1.0).to(device)
+            changed[name] = q
+        yield device, x, p, n_head, changed
+
+
+def _all_inputs(seed):
+    for _device, _dtype, x, p, n_head in _cases(seed):
+        yield x, p, n_head
+    for device, dtype, x, p, n_head in _cases(seed + 1):
+        yield x, _switched_off(p), n_head
+        yield x, p, n_head
+        yield _diagnosis_inputs(seed + 1, device, dtype)
+    for device, x, p, n_head, changed in _norms_inputs(seed):
+        yield x, p, n_head
+        for q in changed.values():
+            yield x, q, n_head
+        yield _diagnosis_inputs(seed + 2, device, torch.float64)
+    for _device, _dtype, x, p, n_head in _cases(seed + 3):
+        yield x, p, n_head
+
+
 @C.graded
 def check_block_shape(fn, seed=0):
     """block returns a new [batch, seq, d_model] tensor with x's dtype and device; x and params unchanged."""
     for device, dtype, x, p, n_head in _cases(seed):
-        keep_x = C._clone(x)
-        keep_p = {k: C._clone(v) for k, v in p.items()}
-        args_p = {k: C._clone(v) for k, v in p.items()}
-        args_x = C._clone(x)
-        out = C.call(fn, (args_x, args_p, n_head), name=NAME, forbidden=FORBIDDEN)
-        out = C.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
-        if not C.same(keep_x, args_x):
-            C.fail(_("`{name}` changed its argument `{argument}` in place.").format(name=NAME, argument="x"),
-                   _("Write x = x + ..., not x += ...: the caller's tensor must stay as it was."))
-        for k in keep_p:
-            if k not in args_p or not C.same(keep_p[k], args_p[k]):
-                C.fail(_("`{name}` changed params[{key}].").format(name=NAME, key=repr(k)),
-                       _("The parameters must be left as they were."))
-        if not C.all_finite(out):
-            C.fail(_("`{name}` returned nan or inf for ordinary input.").format(name=NAME), "")
-        C.check_new_result(fn, (C._clone(x), {k: C._clone(v) for k, v in p.items()}, n_head),
-                           (C._clone(x) * 0.5 + 0.25, {k: C._clone(v) for k, v in p.items()}, n_head),
+        out = C.call(fn, C.copy_args((x, p, n_head)), name=NAME, forbidden=FORBIDDEN)
+        C.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
+        C.check_new_result(fn, C.copy_args((x, p, n_head)), C.copy_args((x * 0.5 + 0.25, p, n_head)),
                            name=NAME, forbidden=FORBIDDEN)
+    C.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=("x", "params", "n_head"),
+                        advice=_("Write x = x + ..., not x += ...: the caller's tensors (x and every entry "
+                                 "of params) must stay as they were, and params keeps its keys."))
 
 
 @C.graded
 def check_block_residual(fn, seed=0):
     """Pre-norm residual stream: with both sublayers switched off the block returns x."""
     for device, dtype, x, p, n_head in _cases(seed + 1):
-        off = dict(p)
-        for k in ("attn.w_o", "attn.b_o", "mlp.w2", "mlp.b2"):
-            off[k] = torch.zeros_like(p[k])
-        out = _run(fn, x, off, n_head)
+        out = _run(fn, x, _switched_off(p), n_head)
         tol = C.tol_for(dtype, result=out)
         if C.close(out, x, tol):
-            continue
-        likely = None
-        if C.close(out, torch.zeros_like(C.f64(x)), tol):
-            likely = _("the residual connections are missing: each sublayer's output is added to its "
-                       "input, x = x + attention(ln_1(x)), then x = x + mlp(ln_2(x)).")
-        likely = _diagnosis(fn, seed, device, dtype) or likely
+            # and the sublayers, switched on, do reach it: x alone is no residual stream
+            if not C.close(_run(fn, x, p, n_head), x, (1e-3, 1e-3)):
+                continue
+            C.fail(
+                _("With random parameters `{name}` returns x unchanged: the sublayers' outputs never reach "
+                  "the residual stream.").format(name=NAME),
+                _("x {shape}, {dtype}, on {device}.").format(shape=tuple(x.shape), dtype=dtype, device=device),
+            )
+        likely = _diagnosis(fn, seed + 1, device, dtype)
         C.fail(
             _("With the output projections attn.w_o, attn.b_o, mlp.w2 and mlp.b2 set to zero both "
               "sublayers add nothing, so a pre-norm block must return x unchanged."),
@@ -208,27 +268,23 @@ def check_block_residual(fn, seed=0):
 @C.graded
 def check_block_norms(fn, seed=0):
     """Each sublayer has its own LayerNorm: ln_1 and ln_2 both shape the output."""
-    g = C.generator(seed + 2)
-    for device, dtype, x, p, n_head in _cases(seed + 2, dtypes=(torch.float64,)):
+    for device, x, p, n_head, changed in _norms_inputs(seed):
+        where = _("x {shape}, on {device}.").format(shape=tuple(x.shape), device=device)
         base = _run(fn, x, p, n_head)
-        for name in ("ln_1", "ln_2"):
-            q = dict(p)
-            d = x.shape[-1]
-            q[f"{name}.gamma"] = (torch.rand(d, generator=g, dtype=torch.float64) + 1.5).to(device)
-            q[f"{name}.beta"] = (torch.randn(d, generator=g, dtype=torch.float64) + 1.0).to(device)
-            if C.close(_run(fn, x, q, n_head), base, (1e-4, 1e-4)):
-                other = "ln_2" if name == "ln_1" else "ln_1"
-                sub = "attention" if name == "ln_1" else "MLP"
+        for name, q in changed.items():
+            out = _run(fn, x, q, n_head)
+            if not (C.all_finite(base) and C.all_finite(out)):
+                C.fail(_("`{name}` returned nan or inf for ordinary input.").format(name=NAME), where)
+            if C.close(out, base, (1e-4, 1e-4)):
+                unused = (_("{norm} is never used: the attention sublayer normalises its input with its own "
+                            "parameters, params['{norm}.gamma'] and params['{norm}.beta'].") if name == "ln_1" else
+                          _("{norm} is never used: the MLP sublayer normalises its input with its own "
+                            "parameters, params['{norm}.gamma'] and params['{norm}.beta'].")).format(norm=name)
                 C.fail(
                     _("Changing {norm}.gamma and {norm}.beta does not change the block's output.").format(
                         norm=name),
-                    _("x {shape}, on {device}.").format(shape=tuple(x.shape), device=device),
-                    (_("{norm} is never used (one LayerNorm, {other}, shared by both sublayers?): "
-                       "the attention sublayer normalises its input with its own parameters, "
-                       "params['{norm}.gamma'] and params['{norm}.beta'].") if sub == "attention" else
-                     _("{norm} is never used (one LayerNorm, {other}, shared by both sublayers?): "
-                       "the MLP sublayer normalises its input with its own parameters, "
-                       "params['{norm}.gamma'] and params['{norm}.beta'].")).format(norm=name, other=other),
+                    where,
+                    _diagnosis(fn, seed + 2, device, torch.float64) or unused,
                 )
 
 

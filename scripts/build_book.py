@@ -5,6 +5,8 @@ Steps, each cheap when there is nothing to do:
 1. Vendor MathJax 3 and the Noto Sans Georgian web font (both pinned) with npm into
    book/_vendor, so pages typeset math and show Georgian script with no internet and
    whatever fonts the reader has. They reach the HTML through ``html_extra_path``.
+   MathJax's Node modules (the same version) go to book/_vendor/node, for the grader,
+   which typesets the math of feedback pages as it builds them.
 2. Stage the released exercise notebooks (exercises/) so chapter 8 (the exercises) can link them.
 3. Key the execution cache on the code the chapters import: a hash of andrea_ref/,
    cuda/ and exercises/. When it changes (or the last build failed) the jupyter
@@ -102,6 +104,14 @@ def vendor_fonts() -> None:
     shutil.copy2(package / "LICENSE", FONT_DIR / "NotoSansGeorgian-LICENSE.txt")
     for name in FONT_FILES:
         shutil.copy2(package / "files" / name, FONT_DIR / name)
+
+
+def vendor_node_mathjax() -> None:
+    """MathJax for Node (mathjax-full, the same version), with which the grader typesets the
+    math of feedback pages when it builds them (classroom/reporting/mathsvg.py)."""
+    sys.path.insert(0, str(ROOT))
+    from classroom.reporting import mathsvg
+    mathsvg.vendor(npm_install, MATHJAX_VERSION)
 
 
 def files_hash(paths, seed: str = "") -> str:
@@ -215,6 +225,7 @@ def main() -> int:
     os.chdir(ROOT)
     vendor_mathjax()
     vendor_fonts()
+    vendor_node_mathjax()
     stage_exercises()
 
     digest = inputs_hash()

@@ -1,7 +1,7 @@
 """The course on a JupyterHub on one machine (``make hub``; README, "Running the course on a
 JupyterHub"). Run as root, with the hub's environment (``.venv-hub``).
 
-    scripts/hub.py setup                 the exchange and the hub's state folder
+    scripts/hub.py setup                 the exchange, the hub's state folder, the course book
     scripts/hub.py course INSTRUCTOR     the instructor's course folder ~INSTRUCTOR/andrea-block-lab
     scripts/hub.py run                   start JupyterHub (hub/jupyterhub_config.py)
     scripts/hub.py return INSTRUCTOR ASSIGNMENT
@@ -14,7 +14,11 @@ exchange (``chmod ugo+rw``; the sticky bit keeps a learner from removing what an
 put there). nbgrader itself gives each course's ``inbound`` and ``feedback`` folders
 write-and-enter but no read for others, so a learner cannot list anyone's submission or
 feedback, and names each with a secret. The hub's state (``ANDREA_HUB_STATE``, default
-``/srv/andrea-hub``) is root's only.
+``/srv/andrea-hub``) is root's only. The built book (``_build/html``, from ``make book``) is
+copied to ``ANDREA_HUB_BOOK`` (default ``/srv/andrea-book``), readable by everyone and
+writable by root only; each person's server serves it at ``/user/<name>/andrea-book/``,
+where the notebooks' chapter links lead. The copy is swapped in whole, so a server never
+serves half of an old and half of a new book.
 
 **course.** Copies the course (``nbgrader_config.py``, ``solutions/`` and the released
 ``exercises/``) into the instructor's home, owned by the instructor, and records the four
@@ -53,14 +57,40 @@ def state_root() -> Path:
     return Path(os.environ.get("ANDREA_HUB_STATE") or "/srv/andrea-hub")
 
 
+def book_root() -> Path:
+    return Path(os.environ.get("ANDREA_HUB_BOOK") or "/srv/andrea-book")
+
+
+def publish_book(built: Path, target: Path) -> None:
+    """Copy the built book ``built`` to ``target``, world-readable, replacing what was there
+    in one rename (the old copy is removed after)."""
+    if not (built / "index.html").is_file():
+        raise SystemExit(f"hub.py setup: no built book at {built} (expected its index.html): run `make book` first")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fresh = target.with_name(f".{target.name}.new")
+    old = target.with_name(f".{target.name}.old")
+    for leftover in (fresh, old):
+        shutil.rmtree(leftover, ignore_errors=True)
+    shutil.copytree(built, fresh, ignore=shutil.ignore_patterns(".*"))
+    for folder, dirs, files in os.walk(fresh):
+        os.chmod(folder, 0o755)
+        for f in files:
+            os.chmod(os.path.join(folder, f), 0o644)
+    if target.exists():
+        os.rename(target, old)
+    os.rename(fresh, target)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def setup() -> None:
+    publish_book(ROOT / "_build" / "html", book_root())
     ex = exchange_root()
     ex.mkdir(parents=True, exist_ok=True)
     os.chmod(ex, 0o1777)
     st = state_root()
     st.mkdir(parents=True, exist_ok=True)
     os.chmod(st, 0o700)
-    print(f"exchange {ex} (1777), hub state {st} (0700)")
+    print(f"exchange {ex} (1777), hub state {st} (0700), course book {book_root()} (readable by all)")
 
 
 def _as_user(user: str, cmd: list[str], cwd: Path, role: str = "instructor", check: bool = True,

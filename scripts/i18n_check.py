@@ -6,7 +6,11 @@ messages), each English message must have a translation that is
 * present, not empty and not marked fuzzy;
 * the same markup: the same roles and their targets ({term}`... <target>`,
   {cite}`key`, {glue:text}`key`), the same math ($...$, $$...$$), the same inline
-  code, the same link targets and the same {placeholders};
+  code, the same link targets and the same {placeholders} (a formula's numbers may
+  be written the edition's way: $0{,}5$ for $0.5$, as the book's build writes them);
+* the edition's terms: each language's term base (book/locales/<lang>/termbase.toml)
+  names one term per concept and the renderings it rules out; a translation that
+  uses one of those for the concept is reported, with the term to use;
 * the same numbers. Numbers in prose may be written the target language's way
   (German and Georgian: decimal comma, thousands grouped by spaces, or by dots in
   German), so "0.02" may become "0,02" and "11,008" may become "11 008", but a value
@@ -21,7 +25,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import tomllib
 from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from babel.messages.pofile import read_po
@@ -29,8 +36,10 @@ from babel.messages.pofile import read_po
 ROOT = Path(__file__).resolve().parent.parent
 BOOK_LOCALES = ROOT / "book" / "locales"
 PACKAGE_LOCALES = ROOT / "andrea_ref" / "locales"
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
 from book_edition import EDITIONS  # noqa: E402
+
+from andrea_ref.i18n import DECIMAL_COMMA, localise_math  # noqa: E402
 
 LANGUAGES = EDITIONS[1:]  # the translated ones
 
@@ -48,6 +57,9 @@ _MARKUP = re.compile(
     r"|</?[a-zA-Z][^>]*>",               # an HTML tag
     re.S,
 )
+# a decimal fraction below one written with a point (0.5), not in code-like text
+# (x.mul_(0.5), 0.5 * x): the editions with a decimal comma write 0,5
+_DECIMAL_POINT = re.compile(r"(?<![\w.(])0\.\d+(?!\w|\.\d)(?!\s*\*)")
 _REFERENCE_ROLES = {"term", "ref", "doc", "numref", "eq"}
 _ROLE = re.compile(r"\{([a-z][\w:-]*)\}`([^`]*)`", re.S)
 _NUMBER = re.compile(r"\d(?:[\d.,\u00a0\u202f\u2009 ]*\d)?")
@@ -140,6 +152,65 @@ def number_problem(english: str, translated: str, language: str) -> str | None:
             f"the translation has {', '.join(extra) or 'nothing more'}")
 
 
+@dataclass(frozen=True)
+class Concept:
+    """One entry of a term base: the term for a concept, and the renderings it rules out."""
+    name: str
+    term: str
+    avoid: tuple[re.Pattern, ...]
+    english: re.Pattern | None = None
+    note: str = ""
+
+
+def termbase_path(language: str) -> Path:
+    return BOOK_LOCALES / language / "termbase.toml"
+
+
+def read_termbase(path: Path) -> tuple[Concept, ...]:
+    """The concepts of one term base file (ValueError naming the file and the entry if malformed)."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: not a readable term base: {exc}") from None
+    concepts = []
+    for i, entry in enumerate(data.get("concept", []), 1):
+        where = f"{path}: concept {i}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str) or not isinstance(entry.get("term"), str):
+            raise ValueError(f"{where}: expected `name` and `term` strings")
+        avoid = entry.get("avoid", [])
+        if not isinstance(avoid, list) or not avoid or not all(isinstance(a, str) for a in avoid):
+            raise ValueError(f"{where} ({entry['name']}): expected `avoid`, a list of regular expressions")
+        try:
+            patterns = tuple(re.compile(a) for a in avoid)
+            english = re.compile(entry["english"], re.I | re.S) if entry.get("english") else None
+        except re.error as exc:
+            raise ValueError(f"{where} ({entry['name']}): bad regular expression: {exc}") from None
+        concepts.append(Concept(entry["name"], entry["term"], patterns, english, entry.get("note", "")))
+    return tuple(concepts)
+
+
+@lru_cache(maxsize=None)
+def termbase(language: str) -> tuple[Concept, ...]:
+    """The term base of `language` (empty where it has none)."""
+    path = termbase_path(language)
+    return read_termbase(path) if path.is_file() else ()
+
+
+def term_problems(msgid: str, msgstr: str, language: str, concepts=None) -> list[str]:
+    """Every concept a translation renders with a form its language's term base rules out."""
+    concepts = termbase(language) if concepts is None else concepts
+    english, translated = prose(msgid), prose(msgstr)
+    problems = []
+    for concept in concepts:
+        if concept.english is not None and not concept.english.search(english):
+            continue
+        found = sorted({m.group(0) for pattern in concept.avoid for m in pattern.finditer(translated)})
+        if found:
+            problems.append(f"term base: {', '.join(map(repr, found))} for {concept.name!r}: "
+                            f"write {concept.term!r} ({termbase_path(language).relative_to(ROOT)})")
+    return problems
+
+
 def check_message(msgid: str, msgstr: str, language: str, fuzzy: bool = False) -> list[str]:
     """Every problem of one translated message (empty: it is good)."""
     if fuzzy:
@@ -148,6 +219,12 @@ def check_message(msgid: str, msgstr: str, language: str, fuzzy: bool = False) -
         return ["not translated"]
     problems = []
     want, got = markup(msgid), markup(msgstr)
+    # a formula may write its numbers the edition's way ($0{,}5$ for $0.5$)
+    local = {localise_math(t, language): t for t in want if t.startswith("$")}
+    canonical = Counter()
+    for token, n in got.items():
+        canonical[token if token in want else local.get(token, token)] += n
+    got = canonical
     if want != got:
         lost = ", ".join(sorted((want - got).elements()))
         added = ", ".join(sorted((got - want).elements()))
@@ -155,6 +232,13 @@ def check_message(msgid: str, msgstr: str, language: str, fuzzy: bool = False) -
     problem = number_problem(msgid, msgstr, language)
     if problem:
         problems.append(problem)
+    problems += term_problems(msgid, msgstr, language)
+    # (a displayed formula is a message of its own, TeX without $: the build writes its numbers)
+    if language in DECIMAL_COMMA and not (re.search(r"\\[A-Za-z]+", msgid) and "$" not in msgid):
+        points = [m.group(0) for m in _DECIMAL_POINT.finditer(prose(msgstr))]
+        if points:
+            problems.append(f"decimal point in {', '.join(points[:3])}: this edition writes a decimal comma "
+                            f"({points[0].replace('.', ',')}); code stays in `backticks`")
     mixed = [w for w in re.findall(r"[^\W\d_]+", prose(msgstr)) if len(_scripts(w)) > 1 or "cyrillic" in _scripts(w)]
     mixed = [w for w in mixed if w not in msgid]
     if mixed:

@@ -10,13 +10,15 @@ the file browser nor reachable by URL. Each start brings the workspace up to dat
 release without losing work: a notebook is copied when it is missing, and replaced by a
 newer release only if it is still exactly what the previous copy wrote (recorded in the
 hidden ``.released.json``); an edited notebook is kept, and the new release is put beside
-it as ``<name>.new-release.ipynb``. A copy of the built book is kept in it as ``_build/html``
-(renewed after each ``make book``), so the notebooks' chapter links open its pages. The Jupyter configuration is ``lab/learner/``
-(``JUPYTER_CONFIG_DIR``): nbgrader's Formgrader, Course List and Create Assignment are off;
+it as ``<name>.new-release.ipynb``. The notebooks' chapter links open the built book
+(``_build/html``, all three editions) in a browser tab, served by the same Jupyter
+server at ``/andrea-book/`` (the server extension ``andrea_lab.server``). The Jupyter
+configuration is ``lab/learner/`` (``JUPYTER_CONFIG_DIR``): nbgrader's Formgrader, Course List and Create Assignment are off;
 the Assignment List and Validate work, with the course id and the exchange
 ``_build/exchange`` (``ANDREA_EXCHANGE``), where the released notebooks are published
 so that the Assignment List lists them and **Submit** hands one in. JupyterLab's settings
-and workspaces are kept in ``_build/lab-state/``.
+and workspaces are kept in ``_build/lab-state/`` (Jupyter's news pop-up off). Run as
+root, it says so and starts JupyterLab with ``--allow-root``.
 
 **Language.** ``ANDREA_LANG=de make lab`` (or ``ka``) gives the learner the notebooks in
 German (or Georgian), made from the release and the catalogs (classroom/notebook_i18n.py),
@@ -40,9 +42,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from classroom import notebook_i18n  # noqa: E402
 from classroom.notebook_i18n import LANGUAGES  # noqa: E402
+from andrea_lab import launch  # noqa: E402
+from andrea_ref.grading.manifest import load  # noqa: E402
 
 RECORD = ".released.json"
 COURSE_ID = "andrea-block-lab"  # as in nbgrader_config.py and lab/*/nbgrader_config.py
+BOOK = ROOT / "_build" / "html"
 
 
 def _digest(path: Path) -> str:
@@ -100,49 +105,18 @@ def publish_release(exchange: Path, exercises: Path = ROOT / "exercises", course
         (course / name).mkdir(parents=True, exist_ok=True)
 
 
-def link_book(workspace: Path, book: Path = ROOT / "_build" / "html") -> str | None:
-    """Put a copy of the built book into the workspace as ``_build/html``, where the
-    notebooks' chapter links (``../../_build/html/book/...``) land: JupyterLab resolves a
-    relative link against the server's root, so from ``NN_topic/name.ipynb`` the two
-    ``..`` stop at the workspace. A copy, not a link: JupyterLab writes checkpoints beside
-    a file it opens, and those must not land in the built book. The copy is renewed when
-    the book has been rebuilt. Returns a line to show when the book is not built yet."""
-    dest = workspace / "_build" / "html"
-    stamp = workspace / "_build" / ".book-stamp"
-    index = book / "index.html"
-    if not index.is_file():
-        return f"note: the course book is not built yet ({book}); run `make book` for the chapter links to open"
-    built = str(index.stat().st_mtime_ns)
-    if dest.is_dir() and not dest.is_symlink() and stamp.is_file() and stamp.read_text() == built:
+def book_note(book: Path = BOOK) -> str | None:
+    """A line to show when the book the chapter links open is not built yet."""
+    if (book / "index.html").is_file():
         return None
-    if dest.is_symlink():
-        dest.unlink()
-    shutil.rmtree(dest, ignore_errors=True)
-    shutil.copytree(book, dest, ignore=shutil.ignore_patterns(".ipynb_checkpoints", ".buildinfo"))
-    stamp.write_text(built)
-    return None
+    return f"note: the course book is not built yet ({book}); run `make book` for the chapter links to open"
 
 
-def lab_command(instructor: bool, workspace: Path, extra: list[str]) -> list[str]:
-    jupyter = str(Path(sys.executable).parent / "jupyter")
-    cmd = [jupyter, "lab"]
-    if instructor:
-        cmd += [f"--ServerApp.root_dir={ROOT}", "--LabApp.default_url=/lab/tree/exercises"]
-    else:
-        cmd += [f"--ServerApp.root_dir={workspace}", "--LabApp.default_url=/lab/tree/01_layernorm/layernorm.ipynb"]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    return cmd + extra
-
-
-def lab_env(instructor: bool, state: Path, exchange: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    env["JUPYTER_CONFIG_DIR"] = str(ROOT / "lab" / ("instructor" if instructor else "learner"))
-    env["JUPYTERLAB_SETTINGS_DIR"] = str(state / "settings")
-    env["JUPYTERLAB_WORKSPACES_DIR"] = str(state / "workspaces")
-    env["ANDREA_EXCHANGE"] = str(exchange)
-    return env
+def drop_old_book_copy(workspace: Path) -> None:
+    """Earlier versions kept a copy of the book in the workspace (``_build/html``); the
+    server now serves it from the repository."""
+    if (workspace / "_build" / ".book-stamp").is_file():
+        shutil.rmtree(workspace / "_build", ignore_errors=True)
 
 
 def language_from_env() -> str:
@@ -174,18 +148,20 @@ def main(argv=None) -> int:
         for line in refresh_workspace(workspace, exercises):
             print(line, file=sys.stderr)
         publish_release(a.exchange.resolve(), exercises)
-        note = link_book(workspace)
-        if note:
-            print(note, file=sys.stderr)
+        drop_old_book_copy(workspace)
         if a.prepare_only:
             return 0
+    note = book_note()
+    if note:
+        print(note, file=sys.stderr)
     a.exchange.mkdir(parents=True, exist_ok=True)
-    cmd = lab_command(a.instructor, workspace, extra)
-    env = lab_env(a.instructor, a.state.resolve(), a.exchange.resolve())
-    # nbgrader's Assignment List resolves its assignment folder (".") against the server's
-    # working directory, not its root: start the server in the folder it serves.
-    os.chdir(ROOT if a.instructor else workspace)
-    os.execve(cmd[0], cmd, env)
+    config = ROOT / "lab" / ("instructor" if a.instructor else "learner")
+    env = launch.lab_env(config, a.state.resolve(), book=BOOK, exchange=a.exchange.resolve())
+    if a.instructor:
+        cmd = launch.lab_command(ROOT, "/lab/tree/exercises", extra)
+    else:
+        cmd = launch.lab_command(workspace, f"/lab/tree/{load(ROOT, pages=False)[0].path}", extra)
+    launch.start(cmd, env, ROOT if a.instructor else workspace)
 
 
 if __name__ == "__main__":

@@ -4,13 +4,27 @@
     .venv/bin/python scripts/release.py --force    # ... even over notebooks edited in exercises/
     .venv/bin/python scripts/release.py --check    # exit 1 if exercises/ is out of date
 
-The work is done by ``nbgrader generate_assignment`` (configured by nbgrader_config.py),
-which also records the assignments, their cells and checksums in the gradebook that
-``nbgrader autograde`` needs later. Its output is then normalised -- outputs and
-execution counts dropped, the notebook metadata set to exactly what the course's kernel
-reports when a notebook opens (so JupyterLab finds nothing to fill in and does not mark
-a fresh notebook modified), JSON written with sorted keys -- so that running this twice
-gives the same bytes.
+The work is done by ``nbgrader generate_assignment`` (configured by nbgrader_config.py;
+run through ``andrea_ref.grading.course.generate_assignments``), which also records the
+assignments, their cells and checksums in the gradebook that ``nbgrader autograde``
+needs later. Its output is then normalised -- outputs and execution counts dropped, the
+notebook metadata set to exactly what the course's kernel reports when a notebook opens
+(so JupyterLab finds nothing to fill in and does not mark a fresh notebook modified),
+JSON written with sorted keys -- so that running this twice gives the same bytes.
+
+The release is atomic and idempotent: nbgrader writes into a temporary copy of the
+course, and only a file of exercises/ whose content changes is replaced, by renaming a
+finished file over it (a reader, such as a grading run, never sees half a release);
+files that are already right are left alone, modification time included, and a release
+that would change nothing writes nothing at all and says "up to date". The gradebook is
+written only when what it records of the assignments differs from the new release.
+
+The assignments released are the ones ``course.toml`` names (read by
+``andrea_ref.grading.manifest``; a manifest that cannot be used is refused in one line,
+and so is a folder of solutions/ that it does not name). Before releasing, the points of
+each solution notebook's graded cells (their nbgrader metadata, the one place points are
+written) are written into its table of graded properties and into each graded cell's
+first line (``andrea_ref.grading.points_table``); ``--check`` reports where they differ.
 
 exercises/ is generated: edit solutions/, never exercises/. To keep an edit made there
 by mistake from being lost, the release records the SHA-256 of every file it writes in
@@ -27,18 +41,28 @@ no line of solution code or hidden test made it into a learner notebook.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
+from typing import Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = ("01_layernorm", "02_gelu", "03_mlp", "04_block")
+sys.path.insert(0, str(ROOT))  # the course's packages, when run with an interpreter that lacks them
+from nbgrader.api import Gradebook  # noqa: E402
+
+from andrea_ref.grading import points_table  # noqa: E402
+from andrea_ref.grading.course import generate_assignments, venv_bin_on_path  # noqa: E402
+from andrea_ref.grading.manifest import FILE as COURSE_FILE, ManifestError, load  # noqa: E402
+from classroom import markers  # noqa: E402
+from classroom.sawarnings import ignore_add_submission_autoflush  # noqa: E402
+
 MANIFEST = ".release-manifest.json"
 
 # The notebook metadata a released notebook carries: exactly what JupyterLab writes when
@@ -55,21 +79,6 @@ LANGUAGE_INFO = {
     "pygments_lexer": "ipython3",
     "version": "3.11.7",
 }
-
-
-def nbgrader_env() -> dict:
-    """nbgrader runs ``alembic`` as a subprocess: put the venv's bin first on PATH."""
-    env = dict(os.environ)
-    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
-    return env
-
-
-def nbgrader(course: Path, *args: str) -> None:
-    cmd = [str(Path(sys.executable).parent / "nbgrader"), *args]
-    proc = subprocess.run(cmd, cwd=course, env=nbgrader_env(), capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stdout + proc.stderr)
-        raise SystemExit(f"{' '.join(cmd)} failed with exit code {proc.returncode}")
 
 
 def normalise(text: str) -> str:
@@ -89,34 +98,27 @@ def normalise(text: str) -> str:
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def generate(course: Path) -> dict[str, str]:
-    """Run nbgrader in ``course`` and return {relative path: normalised notebook}."""
+def generate(course: Path, names: list[str]) -> dict[str, bytes]:
+    """Release the assignments ``names`` in ``course`` (a temporary copy of the course, with
+    its own gradebook) and return {relative path: content} of its release folder, notebooks
+    normalised."""
+    generate_assignments(course, names)
     release = course / "exercises"
-    if release.exists():
-        shutil.rmtree(release)
-    nbgrader(course, "generate_assignment", "*", "--force")
     out = {}
-    for path in sorted(release.rglob("*.ipynb")):
-        out[str(path.relative_to(release))] = normalise(path.read_text(encoding="utf-8"))
+    for path in sorted(release.rglob("*")):
+        if path.is_file() and ".ipynb_checkpoints" not in path.parts:
+            data = path.read_bytes()
+            if path.suffix == ".ipynb":
+                data = normalise(data.decode("utf-8")).encode("utf-8")
+            out[path.relative_to(release).as_posix()] = data
     return out
 
 
 def solution_lines(root: Path) -> set[str]:
     """Every non-blank line between BEGIN/END SOLUTION or HIDDEN TESTS markers."""
-    lines = set()
-    for path in sorted((root / "solutions").rglob("*.ipynb")):
-        nb = json.loads(path.read_text(encoding="utf-8"))
-        for cell in nb["cells"]:
-            inside = False
-            for line in "".join(cell["source"]).splitlines():
-                s = line.strip()
-                if s.startswith("### BEGIN SOLUTION") or s.startswith("### BEGIN HIDDEN TESTS"):
-                    inside = True
-                elif s.startswith("### END SOLUTION") or s.startswith("### END HIDDEN TESTS"):
-                    inside = False
-                elif inside and s:
-                    lines.add(s)
-    return lines
+    return {line for path in sorted((root / "solutions").rglob("*.ipynb"))
+            for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]
+            for line, _ in markers.inside_lines(markers.cell_source(cell))}
 
 
 def leaked_lines(files: dict[str, str], secret: set[str]) -> list[str]:
@@ -129,13 +131,28 @@ def leaked_lines(files: dict[str, str], secret: set[str]) -> list[str]:
     return leaks
 
 
-def generate_in_temp(root: Path = ROOT) -> dict[str, str]:
+@contextlib.contextmanager
+def temp_course(root: Path = ROOT) -> Iterator[Path]:
+    """A temporary course folder holding ``root``'s configuration and the solutions/
+    folders of the assignments its manifest names."""
+    names = load(root, pages=False).names
     with tempfile.TemporaryDirectory(prefix="andrea-release-") as tmp:
         course = Path(tmp)
         shutil.copy(root / "nbgrader_config.py", course)
-        shutil.copytree(root / "solutions", course / "solutions",
-                        ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        return generate(course)
+        for name in names:
+            shutil.copytree(root / "solutions" / name, course / "solutions" / name,
+                            ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        yield course
+
+
+def notebooks_of(files: dict[str, bytes]) -> dict[str, str]:
+    return {name: data.decode("utf-8") for name, data in files.items() if name.endswith(".ipynb")}
+
+
+def generate_in_temp(root: Path = ROOT) -> dict[str, str]:
+    """{relative path: normalised notebook} of a fresh release, made in a temporary course."""
+    with temp_course(root) as course:
+        return notebooks_of(generate(course, load(root, pages=False).names))
 
 
 def committed(root: Path = ROOT) -> dict[str, str]:
@@ -193,8 +210,7 @@ def _cells(text: str) -> list[dict] | None:
 
 
 def _source(cell: dict) -> list[str]:
-    src = cell.get("source", "")
-    return ("".join(src) if isinstance(src, list) else str(src)).splitlines()
+    return markers.cell_source(cell).splitlines()
 
 
 def change_summary(now: bytes, new: str | None, max_cells: int = 8, per_cell: int = 2) -> list[str]:
@@ -243,10 +259,23 @@ def change_summary(now: bytes, new: str | None, max_cells: int = 8, per_cell: in
     return out
 
 
+def points_problems(root: Path = ROOT) -> list[str]:
+    """Where a solution notebook's table or graded cells do not show nbgrader's points."""
+    return [line for a in load(root, pages=False)
+            for line in points_table.disagreements(json.loads(a.solution.read_text(encoding="utf-8"))["cells"],
+                                                   f"solutions/{a.path}")]
+
+
+def sync_points(root: Path = ROOT) -> list[str]:
+    """Write every solution notebook's points into its table and graded cells' first
+    lines (:mod:`andrea_ref.grading.points_table`); the notebooks rewritten."""
+    return [f"solutions/{a.path}" for a in load(root, pages=False) if points_table.sync(a.solution)]
+
+
 def check(root: Path = ROOT) -> int:
+    problems = points_problems(root)
     fresh = generate_in_temp(root)
     have = committed(root)
-    problems = []
     for name in sorted(set(fresh) | set(have)):
         if name not in have:
             problems.append(f"missing from exercises/: {name}")
@@ -270,39 +299,123 @@ def check(root: Path = ROOT) -> int:
     return 0
 
 
+def _replace(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` atomically: into a temporary file beside it, then
+    renamed over it. The learner's notebooks are theirs to edit (mode 0644)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            os.fchmod(f.fileno(), 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def apply(release: Path, files: dict[str, bytes]) -> tuple[list[str], list[str]]:
+    """Make the folder ``release`` hold exactly ``files`` and their manifest, touching only
+    what differs: (files written, files removed)."""
+    have = {p.relative_to(release).as_posix(): p for p in sorted(release.rglob("*"))
+            if p.is_file() and p.name != MANIFEST and ".ipynb_checkpoints" not in p.parts} if release.exists() else {}
+    written = []
+    for name, data in sorted(files.items()):
+        path = have.get(name)
+        if path is None or path.is_symlink() or path.read_bytes() != data:
+            _replace(release / name, data)
+            written.append(name)
+    removed = sorted(set(have) - set(files))
+    for name in removed:
+        have[name].unlink()
+        parent = have[name].parent
+        while parent != release and not any(parent.iterdir()):
+            parent.rmdir()
+            parent = parent.parent
+    manifest = manifest_text(files).encode("utf-8")
+    if not (release / MANIFEST).is_file() or (release / MANIFEST).read_bytes() != manifest:
+        _replace(release / MANIFEST, manifest)
+    return written, removed
+
+
+def gradebook_url(root: Path = ROOT) -> str:
+    """The course's gradebook, as nbgrader_config.py names it."""
+    return os.environ.get("NBGRADER_DB_URL") or f"sqlite:///{root / 'gradebook.db'}"
+
+
+def recorded(url: str, assignments) -> dict | None:
+    """What the gradebook at ``url`` records of ``assignments``: every notebook with its
+    cells (points, sources, checksums); None where it does not exist or cannot be read."""
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).is_file():
+        return None  # never create a gradebook just to read it
+    venv_bin_on_path()
+    kinds = {"grade": ("max_score", "cell_type"), "solution": (), "task": ("max_score", "cell_type"),
+             "source": ("source", "checksum", "locked", "cell_type")}
+    try:
+        with warnings.catch_warnings(), Gradebook(url) as gb:
+            ignore_add_submission_autoflush()
+            out = {}
+            for a in gb.assignments:
+                if a.name in assignments:
+                    out[a.name] = {nb.name: {kind: sorted((c.name, *(getattr(c, f) for f in fields))
+                                                          for c in getattr(nb, f"{kind}_cells"))
+                                             for kind, fields in kinds.items()} for nb in a.notebooks}
+            return out
+    except Exception:  # noqa: BLE001 - unreadable: it is written afresh
+        return None
+
+
 def release(root: Path = ROOT, force: bool = False) -> int:
-    """Regenerate ``root``/exercises/ in place (and the gradebook); see the module docstring."""
-    edited = edited_since_release(root)
-    if edited and not force:
-        fresh = generate_in_temp(root)
+    """Regenerate ``root``/exercises/ (and the gradebook); see the module docstring."""
+    try:
+        synced = sync_points(root)
+    except points_table.TableError as exc:
+        print(exc)
+        return 2
+    for name in synced:
+        print(f"Wrote nbgrader's points into the table and graded cells of {name}.")
+    with temp_course(root) as course:
+        fresh = generate(course, load(root, pages=False).names)
         have = released_files(root)
-        # an edit that the new release would write anyway loses nothing
-        edited = [n for n in edited if fresh.get(n, "").encode("utf-8") != have[n]]
-        if edited:
-            record = read_manifest(root)
-            why = ("they differ from what the last release wrote" if record is not None else
-                   f"there is no record of the last release (exercises/{MANIFEST})")
-            print(f"Not releasing: {len(edited)} file(s) in exercises/ would be overwritten and "
-                  f"{why}:")
-            for name in edited:
-                print(f"  exercises/{name}")
-                for line in change_summary(have[name], fresh.get(name)):
-                    print(f"      {line}")
-            print("Nothing was written. exercises/ is generated from solutions/: move the edits "
-                  "there, or run `make release FORCE=1` (scripts/release.py --force) to "
-                  "overwrite them.")
+        edited = edited_since_release(root)
+        if edited and not force:
+            # an edit that the new release would write anyway loses nothing
+            edited = [n for n in edited if fresh.get(n) != have[n]]
+            if edited:
+                record = read_manifest(root)
+                why = ("they differ from what the last release wrote" if record is not None else
+                       f"there is no record of the last release (exercises/{MANIFEST})")
+                print(f"Not releasing: {len(edited)} file(s) in exercises/ would be overwritten and "
+                      f"{why}:")
+                for name in edited:
+                    print(f"  exercises/{name}")
+                    new = fresh.get(name)
+                    for line in change_summary(have[name], None if new is None else new.decode("utf-8")):
+                        print(f"      {line}")
+                print("Nothing was written. exercises/ is generated from solutions/: move the edits "
+                      "there, or run `make release FORCE=1` (scripts/release.py --force) to "
+                      "overwrite them.")
+                return 1
+        notebooks = notebooks_of(fresh)
+        leaks = leaked_lines(notebooks, solution_lines(root))
+        if leaks:
+            print("\n".join(leaks))
+            print("Nothing was written: a solution or hidden-test line would reach the learners.")
             return 1
-    files = generate(root)  # in the course: also records the assignments in its gradebook
-    for name, text in files.items():
-        (root / "exercises" / name).write_text(text, encoding="utf-8")
-        # the learner's notebooks are theirs to edit
-        os.chmod(root / "exercises" / name, 0o644)
-    (root / "exercises" / MANIFEST).write_text(manifest_text(released_files(root)), encoding="utf-8")
-    leaks = leaked_lines(files, solution_lines(root))
-    if leaks:
-        print("\n".join(leaks))
-        return 1
-    print(f"Wrote {len(files)} notebooks to exercises/.")
+        written, removed = apply(root / "exercises", fresh)
+        url = gradebook_url(root)
+        made = set(load(root, pages=False).names)
+        gradebook_behind = recorded(url, made) != recorded(f"sqlite:///{course / 'gradebook.db'}", made)
+        if gradebook_behind:
+            generate_assignments(course, db_url=url, own_gradebook=False)
+    if not written and not removed:
+        print(f"exercises/ is up to date ({len(notebooks)} notebooks): nothing was written"
+              + ("; the assignments were recorded in the gradebook." if gradebook_behind else "."))
+        return 0
+    print(f"Wrote {len(written)} of {len(fresh)} file(s) in exercises/"
+          + (f" ({', '.join(written)})" if written else "")
+          + (f"; removed {', '.join(removed)}" if removed else "")
+          + ("; recorded the assignments in the gradebook." if gradebook_behind else "."))
     return 0
 
 
@@ -312,9 +425,14 @@ def main(argv=None) -> int:
     parser.add_argument("--force", action="store_true",
                         help="overwrite notebooks in exercises/ even if they were edited since the last release")
     args = parser.parse_args(argv)
-    if args.check:
-        return check()
-    return release(force=args.force)
+    try:
+        load(ROOT, pages=False)  # a manifest that cannot be used is refused in one line, before any work
+        if args.check:
+            return check()
+        return release(force=args.force)
+    except ManifestError as exc:
+        print(exc, file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -14,18 +14,15 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
-ASSIGNMENTS = {
-    # assignment: (notebook file, function name, solution cell id, {grade_id: points})
-    "01_layernorm": ("layernorm.ipynb", "layer_norm", "layer_norm",
-                     {"ln_shape": 1, "ln_normalise": 4, "ln_affine": 3, "ln_eps": 2}),
-    "02_gelu": ("gelu.ipynb", "gelu", "gelu",
-                {"gelu_shape": 2, "gelu_values": 6, "gelu_extremes": 2}),
-    "03_mlp": ("mlp.ipynb", "mlp", "mlp",
-               {"mlp_shape": 1, "mlp_layout": 3, "mlp_activation": 3, "mlp_bias": 3}),
-    "04_block": ("block.ipynb", "block", "block",
-                 {"block_shape": 1, "block_residual": 4, "block_norms": 2, "block_values": 3}),
-}
+from andrea_ref.grading.manifest import load
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# assignment: (notebook file, function name, solution cell id, {grade_id: points}), from
+# the course manifest and the solution notebooks' nbgrader metadata
+ASSIGNMENTS = {a.name: (a.filename, a.function()[0], a.answer_id(), a.points()) for a in load()}
 ALL = "all"  # every graded cell of the notebook is lost
 
 
@@ -320,7 +317,7 @@ BLOCK = [
     Case(BL, "block_shared_norm", _block(
         "    h = x + _attn(p, _ln(p, 'ln_1', x), n_head)\n"
         "    return h + _mlp(p, _ln(p, 'ln_1', h))\n"),
-        {"block_norms", "block_values"}, "ln_2 is never used"),
+        {"block_norms", "block_values"}, "one LayerNorm (ln_1) is used for both sublayers"),
     Case(BL, "block_residual_after_norm", _block(
         "    x = _ln(p, 'ln_1', x)\n"
         "    x = x + _attn(p, x, n_head)\n"
@@ -424,3 +421,20 @@ def make_submission(case: Case, released_nb: dict, solution_nb: dict) -> str:
     if case.damage == "invalid_json":
         text = text[: len(text) // 2]
     return text
+
+
+def write_class(dest: Path, students: list[str]) -> list[tuple[str, str]]:
+    """The notebooks of the CASES named ``students``, handed in as ``dest/<student>/<assignment>/<notebook>``;
+    returns their (student, assignment) pairs."""
+    by_name = {c.student: c for c in CASES}
+    keys = []
+    for name in students:
+        case = by_name[name]
+        nb_file = ASSIGNMENTS[case.assignment][0]
+        released = json.loads((ROOT / "exercises" / case.assignment / nb_file).read_text())
+        solution = json.loads((ROOT / "solutions" / case.assignment / nb_file).read_text())
+        path = dest / name / case.assignment / nb_file
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(make_submission(case, released, solution))
+        keys.append((name, case.assignment))
+    return keys

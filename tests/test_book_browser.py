@@ -7,9 +7,15 @@ raw TeX is left, every image has loaded, the console shows no error; every inter
 link (and its #fragment) resolves; the search page finds a term. A screenshot of one
 chapter is saved to _build/screenshots/ for review.
 
-Layout: on the chapters (book/01..08), no code-cell output or shown code is wider than
-its box at 1280 px; no page scrolls sideways at 420 px (wide math, tables and code
-scroll inside their own box); every chapter has its objectives and its summary; exercise
+Layout: on the chapters (book/01..09), no code-cell output is wider than its box at
+1280 px, and shown code never wraps (a long line scrolls inside its box); no page scrolls
+sideways at 420 px (wide math, tables, code and figures scroll inside their own box, with
+a visible cue at the edge), no formula is clipped, names in inline code break only between
+their parts, figures with panels side by side keep a legible scale.
+Accessibility: axe-core (vendored, tests/vendor/axe-core) finds no serious or critical
+violation on any page of any edition; no id appears twice on a page;
+every diagram has an alt text, translated in each edition. Every chapter has its
+objectives and its summary; exercise
 solutions are folded until their title is clicked (pages with none are skipped);
 numbers computed at build time read as body text;
 the welcome page is in the left navigation; each notebook chapter offers its .ipynb and
@@ -27,9 +33,9 @@ from __future__ import annotations
 
 import functools
 import http.server
-import importlib.util
 import re
 import shutil
+import sys
 import threading
 import urllib.parse
 from pathlib import Path
@@ -45,8 +51,8 @@ pytestmark = pytest.mark.slow
 
 
 def _chapters() -> list[str]:
-    """book/01..08 as built pages (the numbered chapters of _toc.yml)."""
-    return [p for p in _pages() if re.fullmatch(r"book/0[1-8]_[a-z0-9_]+\.html", p)]
+    """book/01..09 as built pages (the numbered chapters of _toc.yml)."""
+    return [p for p in _pages() if re.fullmatch(r"book/0[1-9]_[a-z0-9_]+\.html", p)]
 
 
 def _pages() -> list[str]:
@@ -241,17 +247,6 @@ def _wait_for_math(page) -> None:
                   " await MathJax.startup.promise; }")
 
 
-# Boxes of code-cell output, and of shown code, whose content is wider than the box
-# (cut off, or reachable only by scrolling sideways).
-OUTPUT_OVERFLOW_JS = """() => {
-  const boxes = document.querySelectorAll(
-    'div.cell_output, div.cell_output .output, div.cell_output pre, div.cell_output .text_html, '
-    + 'div.cell_input pre, article div.highlight pre');
-  return Array.from(boxes).filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1)
-    .map(e => `${e.className || e.tagName}: ${e.scrollWidth} px in ${e.clientWidth} px: `
-              + JSON.stringify(e.innerText.slice(0, 60)));
-}"""
-
 # The widest elements that stick out of the viewport (to say what makes a page scroll).
 PAGE_OVERFLOW_JS = """() => {
   const width = document.documentElement.clientWidth;
@@ -276,7 +271,8 @@ PAGE_OVERFLOW_JS = """() => {
 
 
 def test_chapter_outputs_fit_at_1280px(server, browser_context):
-    """No printed output or shown code is cut off on the right (or needs a scroll bar) on a desktop screen."""
+    """No printed output is cut off on the right on a desktop screen, and shown code keeps
+    its lines: a long one scrolls inside its box (with the edge cue), it never wraps."""
     context, _ = browser_context
     problems, outputs = [], 0
     for rel in _chapters():
@@ -285,13 +281,89 @@ def test_chapter_outputs_fit_at_1280px(server, browser_context):
         _wait_for_math(page)
         outputs += page.locator("div.cell_output").count()
         problems += [f"{rel}: {p}" for p in page.evaluate(OUTPUT_OVERFLOW_JS)]
+        problems += [f"{rel}: {p}" for p in page.evaluate(CODE_LINES_JS)]
         page.close()
     assert outputs > 0, "no code-cell output found on any chapter"
-    assert not problems, "outputs or code wider than their box at 1280 px:\n" + "\n".join(problems)
+    assert not problems, "outputs wider than their box, or code that wraps, at 1280 px:\n" + "\n".join(problems)
+
+
+# Printed output wider than its box (cut off, or reachable only by scrolling sideways).
+OUTPUT_OVERFLOW_JS = """() => {
+  const boxes = document.querySelectorAll(
+    'div.cell_output, div.cell_output .output, div.cell_output pre, div.cell_output .text_html');
+  return Array.from(boxes).filter(e => e.offsetParent !== null && e.scrollWidth > e.clientWidth + 1
+                                       && !['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
+    .map(e => `${e.className || e.tagName}: ${e.scrollWidth} px in ${e.clientWidth} px: `
+              + JSON.stringify(e.innerText.slice(0, 60)));
+}"""
+
+# Shown code whose lines wrap (white-space other than pre), or that is wider than its box
+# without scrolling inside it.
+CODE_LINES_JS = """() => {
+  const problems = [];
+  for (const e of document.querySelectorAll('div.cell_input pre, article div.highlight pre')) {
+    if (e.offsetParent === null || e.closest('.cell_output')) continue;  // printed output wraps
+    const s = getComputedStyle(e);
+    if (s.whiteSpace !== 'pre') problems.push(`code wraps (white-space: ${s.whiteSpace}): ` + JSON.stringify(e.innerText.slice(0, 60)));
+    else if (e.scrollWidth > e.clientWidth + 1 && !['auto', 'scroll'].includes(s.overflowX))
+      problems.push(`code cut off (${e.scrollWidth} px in ${e.clientWidth} px): ` + JSON.stringify(e.innerText.slice(0, 60)));
+  }
+  return problems;
+}"""
+
+# At a phone's width: everything wider than its box scrolls inside it and shows the edge
+# cue; formulas are not clipped; names in inline code break only between their parts
+# (at a space, or a <wbr> break point), never inside a word; figures with panels side by
+# side keep a legible scale.
+NARROW_JS = """() => {
+  const problems = [];
+  const scrolls = s => ['auto', 'scroll'].includes(s.overflowX);
+  const boxes = 'div.pst-scrollable-table-container, div.cell_output .text_html, div.cell_output figure, '
+    + 'div.cell_input pre, article div.highlight pre, div.math, mjx-container[display="true"]';
+  for (const e of document.querySelectorAll(boxes)) {
+    if (e.offsetParent === null || e.scrollWidth <= e.clientWidth + 1) continue;
+    const s = getComputedStyle(e);
+    const name = `${e.tagName.toLowerCase()}.${e.className}`.slice(0, 60);
+    if (!scrolls(s)) problems.push(`${name} is ${e.scrollWidth} px wide in ${e.clientWidth} px and does not scroll`);
+    else if (!s.backgroundImage.includes('gradient')) problems.push(`${name} scrolls sideways with no visible cue`);
+  }
+  for (const e of document.querySelectorAll('article mjx-container')) {
+    if (e.offsetParent === null) continue;
+    const s = getComputedStyle(e);
+    if (e.scrollHeight > e.clientHeight + 2 && s.overflowY !== 'visible')
+      problems.push(`formula clipped: ${e.scrollHeight} px tall in ${e.clientHeight} px`);
+    if (e.scrollWidth > e.clientWidth + 1 && !scrolls(s) && !scrolls(getComputedStyle(e.parentElement)))
+      problems.push(`formula cut off: ${e.scrollWidth} px wide in ${e.clientWidth} px`);
+  }
+  for (const code of document.querySelectorAll('article code.literal')) {
+    if (code.offsetParent === null) continue;
+    const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);
+    for (let t = walker.nextNode(); t; t = walker.nextNode()) {
+      const text = t.textContent;
+      let last = null;
+      for (let i = 0; i < text.length; i++) {
+        const r = document.createRange(); r.setStart(t, i); r.setEnd(t, i + 1);
+        const box = r.getBoundingClientRect();
+        if (box.width === 0 && box.height === 0) continue;
+        if (last !== null && box.top > last.top + last.height / 2 && !/[\s-]/.test(text[i - 1]))
+          problems.push(`${JSON.stringify(code.innerText.slice(0, 60))} breaks inside a word, before ${JSON.stringify(text.slice(i, i + 12))}`);
+        last = box;
+      }
+    }
+  }
+  for (const img of document.querySelectorAll('div.cell_output img')) {
+    if (img.offsetParent === null || !img.naturalWidth) continue;
+    const scale = img.getBoundingClientRect().width / img.naturalWidth;
+    if (scale < 0.6) problems.push(`figure ${img.getAttribute('src')} shrinks to ${scale.toFixed(2)} of its size`);
+  }
+  return problems;
+}"""
 
 
 def test_no_page_scrolls_sideways_at_420px(server, browser_context):
-    """On a phone-sized screen only wide formulas, tables and code scroll, inside their own box."""
+    """On a phone-sized screen only wide formulas, tables, code and figures scroll, inside
+    their own box and visibly so; formulas are whole, names in code break between their
+    parts, figures with panels side by side stay legible."""
     context, _ = browser_context
     problems = []
     for rel in _pages():
@@ -303,14 +375,88 @@ def test_no_page_scrolls_sideways_at_420px(server, browser_context):
         if found["total"] > found["width"] + 1:
             problems.append(f"{rel}: page is {found['total']} px wide in a {found['width']} px "
                             f"viewport; sticking out: {found['culprits']}")
+        problems += [f"{rel}: {p}" for p in page.evaluate(NARROW_JS)]
         page.close()
+    assert not problems, "\n".join(problems)
+
+
+AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
+AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"  # axe-core 4.14.1 (its README)
+
+
+def test_accessibility_audit_of_every_page(server, browser_context):
+    """axe-core (vendored in tests/vendor/axe-core) over every page of every edition (at a
+    desktop's width, where the navigation is shown too): no violation of impact serious
+    or critical."""
+    import hashlib
+    assert hashlib.sha256(AXE.read_bytes()).hexdigest() == AXE_SHA256, f"{AXE} is not the recorded axe-core"
+    context, _ = browser_context
+    problems, audited = [], 0
+    for rel in _pages():
+        page = context.new_page()
+        page.goto(server + rel, wait_until="load")
+        _wait_for_math(page)
+        page.add_script_tag(path=str(AXE))
+        result = page.evaluate("""async () => {
+          const r = await axe.run(document, {resultTypes: ['violations']});
+          return r.violations.filter(v => ['serious', 'critical'].includes(v.impact)).map(v => ({
+            id: v.id, impact: v.impact, help: v.help,
+            nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ': ' + (n.failureSummary || '').slice(0, 160))}));
+        }""")
+        audited += 1
+        problems += [f"{rel}: {v['impact']} {v['id']} ({v['help']}): {v['nodes']}" for v in result]
+        page.close()
+    assert audited >= 3 * 10, f"only {audited} pages audited"
+    assert not problems, "\n".join(problems)
+
+
+def test_every_id_on_a_page_is_unique(server, browser_context):
+    """No two elements of a page share an id (a link to one would land on the other)."""
+    context, _ = browser_context
+    problems = []
+    for rel in _pages():
+        page = context.new_page()
+        page.goto(server + rel, wait_until="load")
+        dupes = page.evaluate("""() => {
+          const seen = {};
+          for (const e of document.querySelectorAll('[id]')) seen[e.id] = (seen[e.id] || 0) + 1;
+          return Object.entries(seen).filter(([, n]) => n > 1).map(([id, n]) => `${id} (${n} times)`);
+        }""")
+        if dupes:
+            problems.append(f"{rel}: {dupes[:8]}")
+        page.close()
+    assert not problems, "\n".join(problems)
+
+
+def test_diagrams_have_alt_text_in_every_edition(server, browser_context):
+    """Every Graphviz diagram is described in words, in the page's language: its fallback
+    text is an alt text, not the DOT source."""
+    context, _ = browser_context
+    problems, diagrams = [], 0
+    english: dict[str, list[str]] = {}
+    for rel in _pages():
+        page = context.new_page()
+        page.goto(server + rel, wait_until="load")
+        alts = page.eval_on_selector_all("div.graphviz object", "els => els.map(e => e.textContent.trim())")
+        page.close()
+        diagrams += len(alts)
+        edition, _, rest = rel.partition("/")
+        key = rest if edition in ("de", "ka") else rel
+        for alt in alts:
+            if not alt or "digraph" in alt or "->" in alt or len(alt) < 40:
+                problems.append(f"{rel}: a diagram without alt text: {alt[:80]!r}")
+        if edition not in ("de", "ka"):
+            english[key] = alts
+        elif key in english and set(alts) & set(english[key]):
+            problems.append(f"{rel}: alt text left in English: {sorted(set(alts) & set(english[key]))[0][:80]!r}")
+    assert diagrams >= 5 * 3, f"expected the book's five diagrams in three editions, found {diagrams}"
     assert not problems, "\n".join(problems)
 
 
 def test_every_chapter_has_objectives_and_summary(server, browser_context):
     context, _ = browser_context
     chapters = _chapters()
-    assert len(chapters) == 8, chapters
+    assert len(chapters) == 9, chapters
     missing = []
     for rel in chapters:
         page = context.new_page()
@@ -426,10 +572,9 @@ def test_chapters_offer_their_notebook_and_source_for_download(server, browser_c
 
 
 def _extension():
-    spec = importlib.util.spec_from_file_location("andrea_book", ROOT / "book" / "_ext" / "andrea_book.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import andrea_book
+    return andrea_book
 
 
 def test_launch_buttons_follow_the_repository_address():

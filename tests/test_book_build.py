@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,8 @@ EXEC = ROOT / "_build" / "jupyter_execute"
 
 def _toc_files() -> list[str]:
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    return [toc["root"]] + [c["file"] for c in toc["chapters"]]
+    chapters = toc.get("chapters") or [c for part in toc["parts"] for c in part["chapters"]]
+    return [toc["root"]] + [c["file"] for c in chapters]
 
 
 def _build_script():
@@ -146,12 +148,9 @@ def test_cache_key_follows_the_imported_code(tmp_path, monkeypatch):
 
 def _setup_cell_code(repository_url: str) -> str:
     """The downloaded chapters' set-up cell, as IPython would run it (magics translated)."""
-    import importlib.util as iu
-
     from IPython.core.inputtransformer2 import TransformerManager
-    spec = iu.spec_from_file_location("andrea_book", ROOT / "book" / "_ext" / "andrea_book.py")
-    ext = iu.module_from_spec(spec)
-    spec.loader.exec_module(ext)
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import andrea_book as ext
     return TransformerManager().transform_cell("".join(ext.setup_cell(repository_url)["source"]))
 
 
@@ -177,3 +176,129 @@ def test_downloaded_chapter_setup_cell(monkeypatch):
     assert calls == [("pip", "install --quiet 'andrea-block-lab @ git+https://github.com/example/block-lab'")]
     with pytest.raises(ImportError, match="learner's kit"):
         exec(_setup_cell_code(""), {"get_ipython": Shell})
+
+
+# What a reader sees of the book's own machinery: the calls that draw a figure in every
+# language, paste a computed number into the text, or show an output are build plumbing,
+# and live in cells whose code is hidden (remove-cell, remove-input) or folded (hide-input).
+PLUMBING = re.compile(r"\b(?:glue|localised|display|translator)\s*\(|\bmyst_nb\b|\bandrea_ref\.i18n\b")
+HIDDEN_TAGS = {"remove-cell", "remove-input", "hide-input", "hide-cell"}
+
+
+def test_no_plumbing_in_visible_code():
+    import jupytext
+    problems = []
+    for path in sorted((ROOT / "book").glob("*.md")):
+        for n, cell in enumerate(jupytext.read(path).cells, 1):
+            if cell.cell_type != "code" or HIDDEN_TAGS & set(cell.metadata.get("tags", [])):
+                continue
+            problems += [f"{path.name}, code cell {n}: {line.strip()}"
+                         for line in cell.source.splitlines() if PLUMBING.search(line)]
+    assert not problems, "build plumbing in code a reader sees (hide the cell):\n" + "\n".join(problems)
+
+
+def test_every_diagram_and_figure_directive_has_alt_text():
+    """Graphviz diagrams and {figure}/{image} directives carry :alt: (a diagram without
+    one would fall back to its DOT source)."""
+    problems, diagrams = [], 0
+    for path in sorted((ROOT / "book").glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        for m in re.finditer(r"^(```+|:::+)\{(graphviz|figure|image)\}[^\n]*\n((?::[^\n]*\n)*)", text, re.M):
+            diagrams += m.group(2) == "graphviz"
+            if not re.search(r"^:alt: \S.{30,}$", m.group(3), re.M):
+                line = text[:m.start()].count("\n") + 1
+                problems.append(f"{path.name}:{line}: {m.group(2)} without an alt text of a sentence or more")
+    assert diagrams >= 5
+    assert not problems, "\n".join(problems)
+
+
+def _book_extension():
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import andrea_book
+    return andrea_book
+
+
+def test_mime_renderer_is_registered_through_the_entry_point():
+    """MyST-NB finds the renderer of per-language outputs through its entry point group
+    (the course package's metadata), and the book's extension leaves MyST-NB's loader alone."""
+    from importlib.metadata import entry_points
+
+    from myst_nb.core import render
+    from andrea_ref.book_outputs import LocalisedOutputs
+    found = [ep for ep in entry_points(group="myst_nb.mime_renderers") if ep.name == "andrea_translations"]
+    assert [ep.value for ep in found] == ["andrea_ref.book_outputs:LocalisedOutputs"], \
+        "the course package is not installed with its entry points (make venv)"
+    assert found[0].load() is LocalisedOutputs
+    loader = render.load_mime_renders
+    _book_extension()
+    assert render.load_mime_renders is loader and not getattr(loader, "andrea_wrapped", False)
+    assert LocalisedOutputs in render.load_mime_renders()
+
+
+def test_glue_patch_refuses_an_untested_myst_nb():
+    from importlib.metadata import version
+
+    from sphinx.errors import ExtensionError
+    glue = _book_extension().glue
+    assert version("myst-nb") in glue.TESTED_MYST_NB
+    glue.check_myst_nb_version()  # the installed one is tested: no error
+    with pytest.raises(ExtensionError, match=r"MyST-NB 9\.9\.9 is installed.*tested only with MyST-NB"):
+        glue.check_myst_nb_version("9.9.9")
+    pinned = re.search(r"^myst-nb==(\S+)$", (ROOT / "requirements.txt").read_text(), re.M)
+    assert pinned and pinned.group(1) in glue.TESTED_MYST_NB, "requirements.txt must pin a tested MyST-NB"
+
+
+def test_long_names_break_only_between_their_parts(tmp_path):
+    layout = _book_extension().layout
+    assert layout.break_points("andrea_ref.grading.check_layer_norm") == \
+        ["andrea", "_ref", ".grading", ".check", "_layer", "_norm"]
+    assert layout.break_points("book/_ext/andrea_book") == ["book/", "_ext/", "andrea", "_book"]
+    assert layout.break_points("submitted/<student>/<notebook>.ipynb") == \
+        ["submitted/", "<student>/", "<notebook>", ".ipynb"]
+    assert layout.break_points("python -m classroom.grade") == ["python -m classroom", ".grade"]
+    assert layout.break_points("layer_norm") == ["layer_norm"]  # short: as it is
+    assert "".join(layout.break_points("a.b_c/d" * 4)) == "a.b_c/d" * 4
+    wide, narrow = tmp_path / "wide.svg", tmp_path / "narrow.svg"
+    wide.write_text('<?xml version="1.0"?>\n<svg xmlns="http://www.w3.org/2000/svg" width="720pt" height="288pt">')
+    narrow.write_text('<svg width="460.8pt" height="345.6pt" viewBox="0 0 1 1">')
+    assert layout.svg_aspect(wide) == 2.5 and layout.svg_aspect(narrow) < layout.WIDE_RATIO
+    assert layout.svg_aspect(tmp_path / "missing.svg") is None
+
+
+def test_diagrams_are_named_by_their_alt_text():
+    figures = _book_extension().figures
+    page = ('<div class="graphviz"><object data="../_images/graphviz-1.svg" type="image/svg+xml" '
+            'class="graphviz align-center">\n<p class="warning">Two boxes &amp; an arrow</p></object></div>')
+    named = figures.name_diagrams(page)
+    assert 'role="img" aria-label="Two boxes &amp; an arrow">' in named
+    assert named.endswith('<p class="warning">Two boxes &amp; an arrow</p></object></div>')
+    assert figures.name_diagrams("<p>no diagram</p>") == "<p>no diagram</p>"
+
+
+def test_bibliography_entries_are_list_items():
+    """Docutils' deprecated role doc-biblioentry becomes listitem, so that the bibliography's
+    role="list" holds items; the built references page of every edition has no other."""
+    bibliography = _book_extension().bibliography
+    page = ('<div role="list" class="citation-list">\n<div class="citation" id="id3" role="doc-biblioentry">\n'
+            '<span class="label">[Ba et al., 2016]</span><p>doc-biblioentry in a sentence</p>\n</div>\n</div>')
+    listed = bibliography.entries_as_list_items(page)
+    assert '<div class="citation" id="id3" role="listitem">' in listed
+    assert "<p>doc-biblioentry in a sentence</p>" in listed
+    _require_build()
+    for edition in ("", "de/", "ka/"):
+        html = (HTML / edition / "book" / "references.html").read_text(encoding="utf-8")
+        entries = re.findall(r'<div class="citation"[^>]*>', html)
+        assert len(entries) >= 10, f"{edition}book/references.html: {len(entries)} entries"
+        assert all('role="listitem"' in e for e in entries), entries[:3]
+
+
+def test_colour_mode_switch_shows_no_text_its_name_leaves_out():
+    """The theme's colour-mode switch (book/_templates/theme-switcher.html) is named by its
+    aria-label; its icons are decorative, so no icon title is text inside it."""
+    _require_build()
+    for edition in ("", "de/", "ka/"):
+        html = (HTML / edition / "book" / "01_welcome.html").read_text(encoding="utf-8")
+        button = re.search(r'<button[^>]*theme-switch-button[^>]*aria-label="([^"]+)"[^>]*>(.*?)</button>', html, re.S)
+        assert button, f"{edition}: no colour-mode switch"
+        icons = re.findall(r"<i [^>]*>", button.group(2))
+        assert len(icons) == 3 and all('aria-hidden="true"' in i and "title=" not in i for i in icons), icons

@@ -14,7 +14,8 @@ uses PAM or its institution's login).
    the Formgrader lists the course's assignments, this one as released.
 3. Each learner logs in in headless Chromium, opens Nbgrader -> Assignment List (no
    instructor tool on offer, no Formgrader served), fetches the assignment, opens the
-   notebook, types an answer into the answer cell (one the solution's code, one with the
+   notebook, follows its chapter link to the book its own server serves (styled, math
+   typeset, figures shown, no request failed), types an answer into the answer cell (one the solution's code, one with the
    unbiased variance), saves, and submits from the Assignment List.
 4. ``scripts/hub.py return``: the instructor collects; the course's grading command
    (``python -m classroom.grade``, sandboxed, independent check) grades into the course
@@ -47,10 +48,10 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from jupyter_browser import browser, loopback_context  # noqa: E402,F401 (browser: a fixture)
+from jupyter_browser import assert_book_page_loaded, follow_chapter_link, loopback_context, record_failures
 
-pytest.importorskip("jupyterhub", reason="the hub's environment: run `make test-class`")
+if Path(sys.prefix).name != ".venv-hub":  # the course's own environment has JupyterHub too (the image's)
+    pytest.skip("the hub's environment (.venv-hub): run `make test-class`", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parent.parent
 PROXY = ROOT / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"
@@ -155,7 +156,8 @@ def hub():
         env.update(ANDREA_HUB_AUTH="shared-password", ANDREA_HUB_PASSWORD=PASSWORD,
                    ANDREA_HUB_INSTRUCTOR_PASSWORD=INSTRUCTOR_PASSWORD,
                    ANDREA_HUB_INSTRUCTORS=INSTRUCTOR, ANDREA_HUB_LEARNERS=",".join(LEARNERS),
-                   ANDREA_HUB_EXCHANGE=str(exchange), ANDREA_HUB_STATE=str(state))
+                   ANDREA_HUB_EXCHANGE=str(exchange), ANDREA_HUB_STATE=str(state),
+                   ANDREA_HUB_BOOK=str(base / "book"))
         hubpy = [sys.executable, str(ROOT / "scripts" / "hub.py")]
         subprocess.run([*hubpy, "setup"], env=env, check=True, capture_output=True)
         r = subprocess.run([*hubpy, "course", INSTRUCTOR], env=env, capture_output=True, text=True)
@@ -261,6 +263,14 @@ def _learner_hands_in(browser, url: str, user: str, body: str, blocked: list[str
     cell.wait_for(timeout=120_000)
     # the kernel up and idle: the notebook is ready (a save while it starts waits for it)
     nb_page.locator(".jp-StatusBar-Item", has_text=re.compile(r"\|\s*Idle")).first.wait_for(timeout=180_000)
+    # the notebook's chapter link opens the real book, served by the learner's own server
+    failures = record_failures(context)
+    href, tab = follow_chapter_link(nb_page)
+    assert href.startswith("/hub/user-redirect/andrea-book/book/"), href
+    assert tab.url.startswith(f"{url}/user/{user}/andrea-book/book/"), tab.url
+    assert_book_page_loaded(tab, failures, "en")
+    tab.close()
+    nb_page.bring_to_front()
     released = json.loads((home / ASSIGNMENT / NOTEBOOK).read_text())
     source = next("".join(c["source"]) for c in released["cells"]
                   if c["cell_type"] == "code" and "# YOUR CODE HERE" in "".join(c["source"]))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from classroom import cgroups, seccomp
+from classroom.isolation import cgroups, seccomp
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -38,7 +38,7 @@ PREAMBLE = textwrap.dedent(r"""
     import ctypes, errno, os, sys, threading, json
     sys.modules["pyseccomp"] = None            # install() must not need it
     sys.path.insert(0, {root!r})
-    from classroom import seccomp
+    from classroom.isolation import seccomp
     for path in sys.argv[1:]:
         seccomp.install(open(path, "rb").read())
     libc = ctypes.CDLL(None, use_errno=True)
@@ -179,7 +179,7 @@ def test_foreign_abis_are_refused(programs, tmp_path):
         import ctypes, mmap, os, sys
         sys.path.insert(0, sys.argv[1])
         if len(sys.argv) > 2:
-            from classroom import seccomp
+            from classroom.isolation import seccomp
             seccomp.install(open(sys.argv[2], "rb").read())
         m = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
         m.write(b"\xb8\x14\x00\x00\x00\xcd\x80\xc3")      # mov eax, 20 (i386 getpid); int 0x80; ret
@@ -240,7 +240,7 @@ KEY_PROBE = textwrap.dedent(r"""
     sys.path.insert(0, sys.argv[1])
     program = sys.stdin.buffer.read()
     if program:
-        from classroom import seccomp
+        from classroom.isolation import seccomp
         seccomp.install(program)
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -340,7 +340,7 @@ go.set(); done.wait(); t.join()
 def test_install_refuses_a_malformed_program():
     proc = subprocess.run([PY, "-c", textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(ROOT)!r})
-        from classroom import seccomp
+        from classroom.isolation import seccomp
         try:
             seccomp.install(b"1234567")
         except OSError as e:
@@ -499,6 +499,31 @@ def test_v2_fake_tree_moves_the_grader_into_main_and_caps_the_group(fake):
     assert not t.exists()
     assert (k.own / "cgroup.procs").read_text().split() == [me]     # back where it started
     assert (k.own / "cgroup.subtree_control").read_text().split() == []
+
+
+def test_v2_fake_cpu_share_for_every_group_where_the_controller_reaches(fake, monkeypatch):
+    """With the cpu controller delegated, every group gets the same cpu.weight (one share
+    per sandbox, however many processes it starts); without it the tree still opens and
+    says why there is no share."""
+    monkeypatch.setattr(FakeKernel, "FILES", {**FakeKernel.FILES, "cpu": ("cpu.weight",)})
+    k = fake(root_enables=("cpu", "memory", "pids"))
+    tree = cgroups.open_tree(root=k.root, proc_cgroup=str(k.proc_cgroup))
+    assert tree.cpu_unavailable is None
+    assert set((tree.path / "cgroup.subtree_control").read_text().split()) == {"cpu", "memory", "pids"}
+    g = tree.group("w0-kernel", 256 * MiB, 20)
+    assert (g.path / "cpu.weight").read_text() == "100"
+    assert (f"grader.service/{tree.path.name}/w0-kernel/cpu.weight", "100") in k.writes
+    tree.close()
+    assert (k.own / "cgroup.subtree_control").read_text().split() == []
+
+
+def test_v2_fake_without_the_cpu_controller_opens_and_says_why(fake):
+    k = fake()  # memory and pids delegated, cpu not
+    tree = cgroups.open_tree(root=k.root, proc_cgroup=str(k.proc_cgroup))
+    assert "cpu controller is not available" in tree.cpu_unavailable
+    g = tree.group("w0-kernel", 256 * MiB, 20)
+    assert not (g.path / "cpu.weight").exists() and (g.path / "pids.max").read_text() == "20"
+    tree.close()
 
 
 def test_v2_fake_root_cgroup_needs_no_move(fake):
@@ -696,8 +721,8 @@ def test_a_child_whose_parent_is_already_gone_does_not_start(tmp_path):
     """``_die_with_parent`` given the pid that started the process: if that parent has
     died before the death signal was set, the child stops at once instead of running
     on as an orphan holding the run's pipes."""
-    code = ("import os, sys\nsys.path.insert(0, %r)\nfrom classroom.sandbox import _die_with_parent\n"
-            "_die_with_parent(int(sys.argv[1]))\nprint('still running')\n") % str(ROOT)
+    code = ("import os, sys\nsys.path.insert(0, %r)\nfrom classroom.isolation.processes import die_with_parent\n"
+            "die_with_parent(int(sys.argv[1]))\nprint('still running')\n") % str(ROOT)
     gone = subprocess.run([PY, "-c", code, "999999999"], capture_output=True, text=True, timeout=60)
     assert gone.returncode == 1 and "still running" not in gone.stdout
     alive = subprocess.run([PY, "-c", code, str(os.getpid())], capture_output=True, text=True, timeout=60)

@@ -28,13 +28,15 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 from grading_submissions import CASES, make_submission  # noqa: E402
 from hostile import submissions as H  # noqa: E402
 from hostile.submissions import (ASSIGNMENT, FORK_CAP, GELU, NOTEBOOK, SLOW_CELLS, attacks,  # noqa: E402
                                  notebook_with)
 
-from classroom import grade, sandbox  # noqa: E402
+from classroom import orchestration  # noqa: E402
+from classroom.course import template  # noqa: E402
+from classroom.isolation import uids as uid_range  # noqa: E402
+from classroom.isolation import bwrap as sandbox  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -127,7 +129,7 @@ def hostile_run(tmp_path_factory):
         _write(subs, student, make_submission(case, released, solution))
 
     # the course gradebook exists before grading, with the assignments in it
-    template_db, _, _ = grade.make_template(out)
+    template_db, _, _ = template.make_template(out)
     course_db.write_bytes(template_db.read_bytes())
 
     listener = Listener()
@@ -185,7 +187,7 @@ def hostile_run(tmp_path_factory):
     limits = sandbox.Limits(memory=MEMORY, processes=LIMIT_PROCS, cpu_seconds=120)
     start = time.monotonic()
     logged = []
-    summary = grade.run(class_zip, workers=2, db_url=f"sqlite:///{course_db}", out=out, timeout=5, deadline=45,
+    summary = orchestration.run(class_zip, workers=2, db_url=f"sqlite:///{course_db}", out=out, timeout=5, deadline=45,
                         limits=limits, progress=False, log=logged.append)
     listener.close()
     return {"summary": summary, "out": out, "course_db": course_db, "subs": subs, "listener": listener,
@@ -264,7 +266,7 @@ def test_fork_bomb_bounded(hostile_run):
     started = int(text.split("processes started:")[1].split()[0])
     assert started < LIMIT_PROCS < FORK_CAP
     # nothing of the sandboxes survives them
-    uids = {grade.UID_BASE, grade.UID_BASE + 1}
+    uids = {uid_range.UID_BASE, uid_range.UID_BASE + 1}
     left = [d for d in os.listdir("/proc") if d.isdigit() and _uid(d) in uids]
     assert not left
 
@@ -276,9 +278,17 @@ def _uid(pid: str):
         return None
 
 
+def _earned_or_held(run, student) -> bool:
+    """The answer's GELU is right: it earns its 10 points, or, where its code also reached
+    for what no answer needs (a socket, ctypes, raw file descriptors), it is held for
+    review with those points withheld until the instructor accepts it."""
+    score = run["summary"]["scores"][(student, ASSIGNMENT)]
+    return score == 10.0 or (score == 0.0 and "held for review" in _row(run, student)["all_statuses"].split("; "))
+
+
 def test_no_network(hostile_run):
     assert hostile_run["listener"].connections == 0
-    assert hostile_run["summary"]["scores"][("h_network", ASSIGNMENT)] == 10.0
+    assert _earned_or_held(hostile_run, "h_network")
 
 
 def test_endless_code_is_stopped(hostile_run):
@@ -371,12 +381,12 @@ def test_no_keyring_channel_between_learners(hostile_run):
         text = _outputs(hostile_run, student)
         assert "add_key: Operation not permitted" in text, text[-500:]
         assert H.KEY_PAYLOAD not in text.split("add_key")[-1].split("found:")[-1]
-        assert hostile_run["summary"]["scores"][(student, ASSIGNMENT)] == 10.0
+        assert _earned_or_held(hostile_run, student)
 
 
 def test_raw_output_flood_harms_no_later_learner(hostile_run):
     # 2 x 300 MiB written to the kernel's own stdout/stderr: drained and dropped
-    assert hostile_run["summary"]["scores"][("o_raw_flood", ASSIGNMENT)] == 10.0
+    assert _earned_or_held(hostile_run, "o_raw_flood")
     for student, case in LATE.items():
         assert hostile_run["summary"]["scores"][(student, ASSIGNMENT)] == CASE[case].expected_score(), student
     big = [p for p in hostile_run["out"].rglob("*") if p.is_file() and p.stat().st_size > 16 << 20]
@@ -408,7 +418,7 @@ def memfd_run(tmp_path_factory):
     _write(subs, "o_memfd", notebook_with(released, H.MEMFD))
     _write(subs, "zz_honest1", make_submission(CASE["gelu_solution"], released, solution))
     limits = sandbox.Limits(memory=MEMFD_CAP, processes=LIMIT_PROCS, cpu_seconds=300)
-    summary = grade.run(subs, workers=1, db_url=f"sqlite:///{tmp / 'course.db'}", out=out, timeout=120,
+    summary = orchestration.run(subs, workers=1, db_url=f"sqlite:///{tmp / 'course.db'}", out=out, timeout=120,
                         deadline=240, limits=limits, progress=False, log=lambda *_: None)
     return {"summary": summary, "out": out}
 
@@ -500,7 +510,7 @@ def test_feedback_shows_the_independent_verdicts(hostile_run):
 def test_every_learner_and_notebook_has_a_status(hostile_run):
     rows = hostile_run["summary"]["rows"]
     assert {r["status"] for r in rows} <= {"not submitted", "failed", "timed out", "tampering suspected",
-                                           "files refused", "untouched", "graded"} | {
+                                           "held for review", "files refused", "untouched", "graded"} | {
         r["status"] for r in rows if r["status"].startswith("limit hit:")}
     absent = [r for r in rows if r["student"] == NOT_SUBMITTED]
     assert absent and all(r["status"] == "not submitted" for r in absent)
@@ -561,7 +571,7 @@ def _memory_cap(pid: int) -> int | None:
 def test_workers_kernels_and_answer_servers_are_capped(tmp_path):
     """While a class is graded, every grading worker, kernel and answer server sits in a
     cgroup whose memory cap is the one the command states."""
-    from classroom import cgroups
+    from classroom.isolation import cgroups
     try:
         cgroups.open_tree().close()
     except cgroups.CgroupUnavailable as exc:
@@ -591,9 +601,9 @@ def test_workers_kernels_and_answer_servers_are_capped(tmp_path):
                     # the workers, not the grader's own helpers (gradebook migrations, resource tracker)
                     if b"spawn_main" in Path(f"/proc/{d}/cmdline").read_bytes():
                         seen["worker"].add(cap)
-                elif uid in (grade.UID_BASE, grade.UID_BASE + 1):
+                elif uid in (uid_range.UID_BASE, uid_range.UID_BASE + 1):
                     seen["kernel"].add(cap)
-                elif uid in (grade.UID_BASE + grade.ANSWER_UID_OFFSET, grade.UID_BASE + grade.ANSWER_UID_OFFSET + 1):
+                elif uid in (uid_range.UID_BASE + uid_range.ANSWER_UID_OFFSET, uid_range.UID_BASE + uid_range.ANSWER_UID_OFFSET + 1):
                     seen["answer"].add(cap)
             time.sleep(0.2)
     finally:

@@ -9,17 +9,20 @@ import json
 import os
 import shutil
 import socket
-import struct
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
 from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
 
-from classroom import grade, independent, report, sandbox, textsafe, wire  # noqa: E402
+from classroom import textsafe  # noqa: E402
+from classroom.course import snapshot  # noqa: E402
+from classroom.isolation import answers, uids, wire  # noqa: E402
+from classroom.isolation import bwrap as sandbox  # noqa: E402
+from classroom.orchestration import options  # noqa: E402
+from classroom.reporting import findings  # noqa: E402
+from classroom.scoring import plan, remote, verdicts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -32,7 +35,7 @@ def _nbs(assignment):
 
 @pytest.fixture(scope="module")
 def plans():
-    return {a: independent.build_plan(*_nbs(a), where=a) for a in ASSIGNMENTS}
+    return {a: plan.build_plan(*_nbs(a), where=a) for a in ASSIGNMENTS}
 
 
 # ----------------------------------------------------------------------------- plan
@@ -53,7 +56,7 @@ def test_plan_refuses_a_graded_cell_doing_anything_else():
         if cell["metadata"].get("nbgrader", {}).get("grade_id") == "gelu_values":
             cell["source"] = "import os\ngrading.check_gelu_values(gelu)\n"
     with pytest.raises(ValueError, match="may only call grading.check_"):
-        independent.build_plan(bad, rel)
+        plan.build_plan(bad, rel)
 
 
 def test_answer_cells_use_the_release_setup_and_skip_graded_and_unchanged_cells(plans):
@@ -66,28 +69,18 @@ def test_answer_cells_use_the_release_setup_and_skip_graded_and_unchanged_cells(
         elif gid == "gelu":
             cell["source"] = "def gelu(x):\n    return x\n"
     nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "source": "after_graded = 1"})
-    cells = independent.answer_cells(plans["02_gelu"], nb)
-    assert "tampered" not in "".join(cells)
-    assert cells[0] == plans["02_gelu"]["setup"][0]
+    runs = plan.answer_runs(plans["02_gelu"], nb)
+    assert [gid for gid, _ in runs] == [g["grade_id"] for g in plans["02_gelu"]["graded"]]
+    cells = [src for _, run in runs for _, src in run]
+    # the set-up that runs first is the release's (plan["setup"]), never the submitted one
+    assert "tampered" not in "".join(cells) + "".join(plans["02_gelu"]["setup"])
     assert "def gelu(x):\n    return x\n" in cells
     assert not any("grading.check" in c or "grading.report" in c for c in cells)
     assert "after_graded = 1" not in cells
-    assert independent.locked_changes(plans["02_gelu"], nb) == [
+    assert plan.locked_changes(plans["02_gelu"], nb) == [
         "locked cell 'setup' was edited (the release's version was graded)"]
-    assert not independent.untouched(plans["02_gelu"], nb)
-    assert independent.untouched(plans["02_gelu"], rel)
-
-
-def test_probe_scan_names_machinery_and_spares_honest_answers():
-    honest = ("import math\nimport torch.nn.functional as F\n"
-              "def gelu(x):\n    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * x))\n")
-    assert independent.probe_findings([honest]) == []
-    found = independent.probe_findings([
-        "import ctypes\nfrom andrea_ref.grading import _core\nf = gelu.__globals__\n"
-        "exec('1')\n__builtins__\n!ls\ntorch._C._x\n"])
-    for what in ("import ctypes", "from andrea_ref.grading import ...", ".__globals__", "exec()",
-                 "__builtins__", "an IPython shell command or magic", "torch._C"):
-        assert what in found, (what, found)
+    assert not plan.untouched(plans["02_gelu"], nb)
+    assert plan.untouched(plans["02_gelu"], rel)
 
 
 # ----------------------------------------------------------------------------- wire
@@ -103,34 +96,6 @@ def test_wire_round_trip_of_every_value_kind():
     assert got["a"][2].shape == (0, 4) and got["b"][0]["x"] == float("inf") and got["b"][1:] == (None, True, "text")
 
 
-@pytest.mark.parametrize("frame", [
-    struct.pack(">II", wire.MAX_HEADER + 1, 0),                                       # oversized header
-    struct.pack(">II", 5, 0) + b"nope!",                                               # not JSON
-    (lambda h: struct.pack(">II", len(h), 4) + h + b"\0\0\0\0")(
-        json.dumps({"values": {"t": "tensor", "dtype": "float32", "shape": [2], "blob": 0}, "blobs": [4]}).encode()),
-    (lambda h: struct.pack(">II", len(h), 0) + h)(
-        json.dumps({"values": {"t": "pickle", "items": []}, "blobs": []}).encode()),  # unknown kind
-    (lambda h: struct.pack(">II", len(h), 8) + h + b"\0" * 8)(
-        json.dumps({"values": {"t": "tensor", "dtype": "object", "shape": [1], "blob": 0}, "blobs": [8]}).encode()),
-    (lambda h: struct.pack(">II", len(h), 0) + h)(
-        json.dumps({"values": {"t": "list", "items": [{"t": "list", "items": []}] * 20000}, "blobs": []}).encode()),
-])
-def test_wire_refuses_malformed_frames(frame):
-    import threading
-    a, b = socket.socketpair()
-
-    def feed():
-        try:
-            a.sendall(frame)
-        except OSError:
-            pass  # the reader gave up early: fine
-        a.close()
-
-    threading.Thread(target=feed, daemon=True).start()
-    with pytest.raises(wire.WireError):
-        wire.recv(b, timeout=5)
-
-
 def test_wire_times_out_on_silence():
     a, b = socket.socketpair()
     with pytest.raises(TimeoutError):
@@ -139,10 +104,10 @@ def test_wire_times_out_on_silence():
 
 def test_results_and_arguments_are_applied_back_in_place():
     local = torch.ones(3)
-    independent._apply_back(local, torch.tensor([1.0, 2.0, 3.0]))
+    remote.apply_back(local, torch.tensor([1.0, 2.0, 3.0]))
     assert local.tolist() == [1.0, 2.0, 3.0]
     params = {"w": torch.zeros(2), "gone": torch.zeros(1)}
-    independent._apply_back(params, {"w": torch.ones(2), "new": 5})
+    remote.apply_back(params, {"w": torch.ones(2), "new": 5})
     assert set(params) == {"w", "new"} and params["w"].tolist() == [1.0, 1.0]
 
 
@@ -164,12 +129,29 @@ def test_statuses_of_a_record():
     rec = {"status": "ok", "refused": ["torch.py"], "limits": [], "errors": [],
            "checks": {"gelu": {"differs": [{"grade_id": "gelu_values", "kernel": 6.0, "independent": 0.0}],
                                "probes": ["import ctypes"]}}}
-    statuses, lines = report.notebook_findings(rec, "gelu")
+    statuses, lines = findings.notebook_findings(rec, "gelu")
     assert statuses == ["tampering suspected", "files refused", "probe suspected"]
     assert any("possible tampering" in ln for ln in lines)
     rec["checks"]["gelu"]["differs"][0].update(kernel=0.0, independent=6.0)
-    statuses, lines = report.notebook_findings(rec, "gelu")
+    statuses, lines = findings.notebook_findings(rec, "gelu")
     assert statuses[0] == "files refused" and "tampering suspected" not in statuses
+
+
+@pytest.mark.parametrize("problem,status", [("answer stopped", "failed"), ("timed out", "timed out")])
+def test_an_unfinished_check_accuses_nobody(problem, status):
+    # the answer server died or ran out of time (a machine under load, a kill at a limit): the
+    # notebook's higher score is unconfirmed and earns nothing, but nobody is accused ...
+    rec = {"status": "ok", "refused": [], "limits": [], "errors": [],
+           "checks": {"gelu": {"problem": problem, "review": [],
+                               "differs": [{"grade_id": "gelu_values", "kernel": 6.0, "independent": 0.0}]}}}
+    statuses, lines = findings.notebook_findings(rec, "gelu")
+    assert statuses[0] == status and "tampering suspected" not in statuses, statuses
+    assert any(ln.startswith("CHECK INCOMPLETE: cell gelu_values") for ln in lines), lines
+    assert not any("tampering" in ln for ln in lines), lines
+    # ... unless the server's guards saw the answer at work on the grader's machinery
+    rec["checks"]["gelu"]["review"] = ["the answer server's guards: a forged reply"]
+    statuses, lines = findings.notebook_findings(rec, "gelu")
+    assert "tampering suspected" in statuses and any("possible tampering" in ln for ln in lines)
 
 
 # ----------------------------------------------------------------------------- fingerprint
@@ -178,41 +160,24 @@ def test_changing_a_check_changes_the_resume_fingerprint(tmp_path):
     for part in ("solutions", "exercises", "andrea_ref", "classroom"):
         shutil.copytree(ROOT / part, repo / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "nbgrader_config.py", repo / "nbgrader_config.py")
-    before = grade._code_digest(repo)
-    assert grade._code_digest(repo) == before
+    before = snapshot.code_digest(repo)
+    assert snapshot.code_digest(repo) == before
     check = repo / "andrea_ref" / "grading" / "gelu.py"
     check.write_text(check.read_text() + "\n# a changed check\n")
-    assert grade._code_digest(repo) != before
+    assert snapshot.code_digest(repo) != before
     (repo / "andrea_ref" / "grading" / "__pycache__").mkdir(exist_ok=True)
     (repo / "andrea_ref" / "grading" / "__pycache__" / "x.pyc").write_bytes(b"cache")
-    assert grade._code_digest(repo) == grade._code_digest(repo)
+    assert snapshot.code_digest(repo) == snapshot.code_digest(repo)
 
 
 def test_grading_options_are_part_of_the_fingerprint():
-    base = grade._options_digest(sandbox.Limits(), None, 600, 2 << 20, 3 << 30)
-    assert base == grade._options_digest(sandbox.Limits(), None, 600.0, 2 << 20, 3 << 30)
-    assert base != grade._options_digest(sandbox.Limits(memory=1 << 30), None, 600, 2 << 20, 3 << 30)
-    assert base != grade._options_digest(sandbox.Limits(), 5, 600, 2 << 20, 3 << 30)
+    base = options.options_digest(sandbox.Limits(), None, 600, 2 << 20, 3 << 30)
+    assert base == options.options_digest(sandbox.Limits(), None, 600.0, 2 << 20, 3 << 30)
+    assert base != options.options_digest(sandbox.Limits(memory=1 << 30), None, 600, 2 << 20, 3 << 30)
+    assert base != options.options_digest(sandbox.Limits(), 5, 600, 2 << 20, 3 << 30)
 
 
 # ----------------------------------------------------------------------------- end to end
-@pytest.fixture(scope="module", params=["zygote", "sandbox per notebook"])
-def host(request, tmp_path_factory):
-    work = tmp_path_factory.mktemp("answer")
-    os.chmod(work, 0o755)
-    uid = grade.UID_BASE + 980 if os.geteuid() == 0 else None
-    ro, pypath = sandbox.default_ro_paths(ROOT)
-    spec = sandbox.SandboxSpec(scratch_root=str(work), runtime_dir=str(work), pidfile=str(work / "pid"), uid=uid,
-                               ro_paths=ro, pythonpath=pypath,
-                               limits=sandbox.Limits(memory=3 << 30, processes=128, cpu_seconds=120))
-    h = independent.AnswerHost(spec, work / "server", zygote=request.param == "zygote")
-    h.start()
-    if request.param == "zygote" and h.mode != "zygote":
-        pytest.skip(f"no nested namespaces here: {h.why_not_zygote}")
-    yield h
-    h.close()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("student", ["gelu_solution", "gelu_erf", "gelu_untouched", "gelu_library_alias",
                                      "gelu_custom_eq", "gelu_warns", "gelu_float64_result"])
@@ -220,7 +185,7 @@ def test_independent_verdicts_equal_the_catalogue(plans, host, student):
     case = next(c for c in CASES if c.student == student)
     sol, rel = _nbs(case.assignment)
     nb = json.loads(make_submission(case, rel, sol))
-    v = independent.check_notebook(plans[case.assignment], nb, host, cell_timeout=20)
+    v = verdicts.check_notebook(plans[case.assignment], nb, host, cell_timeout=20)
     assert {g for g, c in v.cells.items() if not c.passed} == case.lost_cells()
     assert v.score == case.expected_score()
     if case.feedback:
@@ -246,12 +211,12 @@ def test_a_course_below_tmp_stays_visible_and_read_only_in_forked_servers(tmp_pa
     os.chmod(work, 0o755)
     ro, pypath = sandbox.default_ro_paths(course)
     assert any(p.startswith(str(tmp_path)) for p in ro)
-    monkeypatch.setattr(independent, "SERVER", course / "classroom" / "answer_server.py")  # the copy's own
-    uid = grade.UID_BASE + 981 if os.geteuid() == 0 else None
+    monkeypatch.setattr(answers, "SERVER", course / "classroom" / "isolation" / "answer_server.py")  # the copy's own
+    uid = uids.UID_BASE + 981 if os.geteuid() == 0 else None
     spec = sandbox.SandboxSpec(scratch_root=str(work), runtime_dir=str(work), pidfile=str(work / "pid"), uid=uid,
                                ro_paths=ro, pythonpath=pypath,
                                limits=sandbox.Limits(memory=3 << 30, processes=128, cpu_seconds=120))
-    h = independent.AnswerHost(spec, work / "server", zygote=True)
+    h = answers.AnswerHost(spec, work / "server", zygote=True)
     h.start()
     try:
         if h.mode != "zygote":
@@ -270,7 +235,7 @@ def test_a_course_below_tmp_stays_visible_and_read_only_in_forked_servers(tmp_pa
             "except OSError:\n"
             "    pass\n")
         released = _nbs("02_gelu")[1]
-        v = independent.check_notebook(plans["02_gelu"], json.loads(notebook_with(released, answer)), h,
+        v = verdicts.check_notebook(plans["02_gelu"], json.loads(notebook_with(released, answer)), h,
                                        cell_timeout=20)
         assert all(c.passed for c in v.cells.values()), {g: c.message for g, c in v.cells.items()}
         assert not target.exists()

@@ -1,4 +1,4 @@
-"""The submission intake (classroom.collect) against odd and hostile input: whatever
+"""The submission intake (classroom.intake) against odd and hostile input: whatever
 one learner hands in is skipped or refused with a reason, and every honest learner
 of the same folder or zip is still read with exactly their own files."""
 from __future__ import annotations
@@ -12,10 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from classroom import collect as collect_mod
-from classroom.collect import Submission, collect
+from classroom.intake import Submission, collect
+from classroom.intake import source as collect_mod
 
 ASSIGNMENTS = {"01_layernorm": ["layernorm"], "02_gelu": ["gelu"]}
+
+
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
 
 
 def _nb(text: str) -> bytes:
@@ -117,7 +120,8 @@ def test_file_in_a_learners_folder_named_for_another_is_refused(tmp_path):
                             ("bob", "02_gelu"): {"gelu.ipynb": _nb("bob")}}
     assert [s.refused for s in subs] == [[], []]
     assert sorted(problems) == [
-        "skipped 'bob/alice_01_layernorm.ipynb': it is in the folder of student 'bob' but named for student 'alice'",
+        "skipped 'bob/alice_01_layernorm.ipynb': it is in the folder of student 'bob' but named for student "
+            "'alice' or 'alice_01'",
         "skipped 'bob/alice_gelu.ipynb': it is in the folder of student 'bob' but named for student 'alice'",
         "skipped 'mallory/alice_gelu.ipynb': it is in the folder of student 'mallory' "
         "but named for student 'alice'"]
@@ -150,7 +154,8 @@ def test_two_files_for_the_same_notebook_are_both_refused(tmp_path):
         ("alice_gelu.ipynb", _nb("one")), ("alice/gelu.ipynb", _nb("two")),
         ("bob_02_gelu.ipynb", _nb("b1")), ("bob/02_gelu/gelu.ipynb", _nb("b2")),
         ("bob/layernorm.ipynb", _nb("bl")), ("carol_gelu.ipynb", _nb("c"))])
-    subs, problems = collect(path, ASSIGNMENTS)
+    # the student list tells bob's 02_gelu from bob_02's gelu
+    subs, problems = collect(path, ASSIGNMENTS, students={"alice", "bob", "carol"})
     assert _files(subs) == {("bob", "01_layernorm"): {"layernorm.ipynb": _nb("bl")},
                             ("carol", "02_gelu"): {"gelu.ipynb": _nb("c")}}
     assert sorted(problems) == [
@@ -165,12 +170,38 @@ def test_ambiguous_flat_name_is_refused(tmp_path):
     path = _zip(tmp_path / "class.zip", [
         ("a_b_c.ipynb", _nb("?")),  # a's b_c (01_x) or a_b's c (02_y)
         ("dave_c.ipynb", _nb("d")),  # only one reading
-        ("erin_03_gelu.ipynb", _nb("e"))])  # erin's 03_gelu or erin_03's gelu: same assignment, longest wins
+        ("erin_03_gelu.ipynb", _nb("e"))])  # erin's 03_gelu or erin_03's gelu
     subs, problems = collect(path, assignments)
-    assert _files(subs) == {("dave", "02_y"): {"c.ipynb": _nb("d")},
-                            ("erin", "03_gelu"): {"gelu.ipynb": _nb("e")}}
-    assert problems == ["skipped 'a_b_c.ipynb': ambiguous: it reads as '01_x' of student 'a' "
-                        "or as '02_y' of student 'a_b'"]
+    assert _files(subs) == {("dave", "02_y"): {"c.ipynb": _nb("d")}}
+    hint = "; rename it, hand it in as <student>/<notebook>.ipynb, or add the learner to the gradebook's student list"
+    assert problems == ["skipped 'a_b_c.ipynb': ambiguous: it reads as 'b_c' of '01_x' of student 'a' "
+                        "or as 'c' of '02_y' of student 'a_b'" + hint,
+                        "skipped 'erin_03_gelu.ipynb': ambiguous: it reads as 'gelu' of '03_gelu' of student "
+                        "'erin' or as 'gelu' of '03_gelu' of student 'erin_03'" + hint]
+
+
+def test_a_login_that_reads_as_another_learner_takes_no_place(tmp_path):
+    """``dave_02`` (a login with an underscore and digits) hands in ``dave_02_gelu.ipynb``,
+    his ``gelu``; read by the longest known name it would be dave's ``02_gelu``, and dave's
+    own file beside it would make the two refuse each other (or, first-wins, replace
+    him). The gradebook's student list decides; without it the name is refused, and
+    dave's own file is still graded as his."""
+    files = [("dave_02_gelu.ipynb", _nb("dave_02's")), ("dave_gelu.ipynb", _nb("dave's"))]
+    subs, problems = collect(_zip(tmp_path / "class.zip", files), ASSIGNMENTS, students={"dave", "dave_02"})
+    assert problems == ["skipped 'dave_02_gelu.ipynb': ambiguous: it reads as 'gelu' of '02_gelu' of student "
+                        "'dave' or as 'gelu' of '02_gelu' of student 'dave_02'; rename it, hand it in as "
+                        "<student>/<notebook>.ipynb, or add the learner to the gradebook's student list"]
+    assert _files(subs) == {("dave", "02_gelu"): {"gelu.ipynb": _nb("dave's")}}
+    subs, problems = collect(_zip(tmp_path / "two.zip", files), ASSIGNMENTS, students={"dave_02", "erin"})
+    assert problems == [] and _files(subs) == {("dave_02", "02_gelu"): {"gelu.ipynb": _nb("dave_02's")},
+                                               ("dave", "02_gelu"): {"gelu.ipynb": _nb("dave's")}}
+    subs, problems = collect(_zip(tmp_path / "three.zip", files[:1]), ASSIGNMENTS)  # no list: refused
+    assert subs == [] and len(problems) == 1 and "ambiguous" in problems[0]
+    # in a learner's own folder the folder decides
+    _tree(tmp_path / "folder", {"dave_02/dave_02_gelu.ipynb": _nb("mine"), "dave/dave_gelu.ipynb": _nb("his")})
+    subs, problems = collect(tmp_path / "folder", ASSIGNMENTS)
+    assert problems == [] and _files(subs) == {("dave_02", "02_gelu"): {"gelu.ipynb": _nb("mine")},
+                                               ("dave", "02_gelu"): {"gelu.ipynb": _nb("his")}}
 
 
 def test_one_wrapping_folder_is_looked_through(tmp_path):
@@ -487,3 +518,25 @@ def test_every_report_line_is_one_printable_line(tmp_path):
     assert all(p.isprintable() for p in problems)
     assert all(n.isprintable() for s in subs for n in s.notes)
     assert not any(p.startswith("skipped nothing") for p in problems)
+
+
+def test_a_notebook_too_large_to_run_is_refused_before_it_runs(tmp_path):
+    """A notebook of thousands of cells, or with huge saved outputs, would cost the
+    worker its memory cap or deadline: it is refused at intake with the reason, and the
+    rest of the class is graded."""
+    from classroom.intake.source import MAX_CELLS, MAX_SAVED_OUTPUTS
+
+    def notebook(cells):
+        return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}).encode()
+
+    code = {"cell_type": "code", "metadata": {}, "source": "x = 1", "outputs": [], "execution_count": None}
+    big = {**code, "outputs": [{"output_type": "stream", "name": "stdout", "text": "y" * (MAX_SAVED_OUTPUTS + 1)}]}
+    _tree(tmp_path, {"many/gelu.ipynb": notebook([code] * (MAX_CELLS + 1)),
+                     "huge/gelu.ipynb": notebook([big]),
+                     "fine/gelu.ipynb": notebook([code] * MAX_CELLS)})
+    subs, problems = collect(tmp_path, ASSIGNMENTS)
+    assert [(s.student, s.assignment) for s in subs] == [("fine", "02_gelu")]
+    assert sorted(p for p in problems if not p.startswith("no submission of '02_gelu'")) == [
+        f"refused 'huge/gelu.ipynb' before running it: its saved outputs take 16.0 MiB; at most 16 MiB are "
+        f"accepted (clear the outputs and hand it in again)",
+        f"refused 'many/gelu.ipynb' before running it: it has {MAX_CELLS + 1} cells; at most {MAX_CELLS} are run"]

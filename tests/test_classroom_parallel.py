@@ -23,11 +23,14 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+import pg_server  # noqa: E402
 from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
 
-from classroom import grade, merge  # noqa: E402
-from classroom.feedback import BEGIN, PLACEHOLDER  # noqa: E402
+from classroom import orchestration  # noqa: E402
+from classroom.isolation import uids  # noqa: E402
+from classroom.orchestration import state  # noqa: E402
+from classroom.reporting import merge  # noqa: E402
+from classroom.reporting.notebook import BEGIN, PLACEHOLDER  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
@@ -98,11 +101,11 @@ def graded(tmp_path_factory):
 
     # ... and started again
     t0 = time.monotonic()
-    resumed = grade.run(subs.parent, workers=2, db_url=f"sqlite:///{db}", out=out, progress=False,
+    resumed = orchestration.run(subs.parent, workers=2, db_url=f"sqlite:///{db}", out=out, progress=False,
                         log=lambda *a: None)
     resumed_s = time.monotonic() - t0
     # 3. a second run over the same files
-    again = grade.run(subs.parent, workers=2, db_url=f"sqlite:///{db}", out=out, progress=False,
+    again = orchestration.run(subs.parent, workers=2, db_url=f"sqlite:///{db}", out=out, progress=False,
                       log=lambda *a: None)
     return {"cases": cases, "reference": reference, "out": out, "db": db, "subs": subs,
             "interrupted_rc": proc.returncode, "interrupted_output": interrupted_output,
@@ -131,8 +134,8 @@ def _sandbox_processes(out: Path) -> list[str]:
             cmd = Path(f"/proc/{d}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        ours = range(grade.UID_BASE, grade.UID_BASE + 8), range(grade.UID_BASE + grade.ANSWER_UID_OFFSET,
-                                                                  grade.UID_BASE + grade.ANSWER_UID_OFFSET + 8)
+        ours = range(uids.UID_BASE, uids.UID_BASE + 8), range(uids.UID_BASE + uids.ANSWER_UID_OFFSET,
+                                                                  uids.UID_BASE + uids.ANSWER_UID_OFFSET + 8)
         if (os.geteuid() == 0 and any(uid in r for r in ours)) or str(out) in cmd:
             left.append(f"{d}: {cmd[:120]}")
     return left
@@ -171,7 +174,7 @@ def test_killed_run_takes_its_sandboxes_with_it(tmp_path):
 
 def _record(out, student, assignment):
     """What the grader recorded about one submission (to tell why a score differs)."""
-    f = grade.state_path(out, student, assignment)
+    f = state.state_path(out, student, assignment)
     if not f.is_file():
         return None
     rec = json.loads(f.read_text())
@@ -255,59 +258,22 @@ def test_feedback_hides_hidden_tests_keeps_messages(graded):
 
 
 # --------------------------------------------------------------------------- PostgreSQL
-def _as_unprivileged(cmd: list[str]) -> list[str]:
-    if os.geteuid() != 0:
-        return cmd
-    return ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"] + cmd
-
-
-def _pg_bin(name: str) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    for d in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
-        if (d / name).is_file():
-            return str(d / name)
-    return None
-
-
 @pytest.fixture(scope="module")
-def postgres(tmp_path_factory):
-    initdb, pg_ctl = _pg_bin("initdb"), _pg_bin("pg_ctl")
-    if not initdb or not pg_ctl:
-        pytest.skip("PostgreSQL server binaries not installed (Debian package `postgresql`)")
-    # pytest's temporary folders are private to root: the server's user could not reach them
-    import tempfile
-    base = Path(tempfile.mkdtemp(prefix="andrea-pg-"))
-    data, sock = base / "data", base / "sock"
-    sock.mkdir()
-    os.chmod(base, 0o777)
-    os.chmod(sock, 0o777)
-    env = {"PATH": os.environ["PATH"], "HOME": str(base), "LANG": "C.UTF-8"}
-    subprocess.run(_as_unprivileged([initdb, "-D", str(data), "-U", "grader", "--auth=trust", "-E", "UTF8"]),
-                   check=True, capture_output=True, env=env)
-    subprocess.run(_as_unprivileged([pg_ctl, "-D", str(data), "-l", str(base / "log"), "-w", "-o",
-                                     f"-k {sock} -c listen_addresses=''", "start"]),
-                   check=True, capture_output=True, env=env)
-    try:
-        subprocess.run([_pg_bin("createdb") or "createdb", "-h", str(sock), "-U", "grader", "gradebook"],
-                       check=True, capture_output=True)
-        yield f"postgresql+psycopg2://grader@/gradebook?host={sock}"
-    finally:
-        subprocess.run(_as_unprivileged([pg_ctl, "-D", str(data), "-m", "immediate", "stop"]),
-                       capture_output=True, env=env)
-        shutil.rmtree(base, ignore_errors=True)
+def postgres():
+    with pg_server.server() as server:
+        yield server.socket_url
 
 
 def test_postgresql_gradebook(graded, postgres):
     # the grading command merges every graded submission into PostgreSQL ...
-    first = grade.run(graded["subs"].parent, workers=2, db_url=postgres, out=graded["out"], progress=False,
+    first = orchestration.run(graded["subs"].parent, workers=2, db_url=postgres, out=graded["out"], progress=False,
                       log=lambda *a: None)
     assert first["graded_now"] == 0
-    # ... and merging again changes nothing and duplicates nothing
-    second = grade.run(graded["subs"].parent, workers=2, db_url=postgres, out=graded["out"], progress=False,
+    assert first["merged"] == len(graded["cases"])  # the results it holds, written, not graded again
+    # ... and a second run writes nothing again and duplicates nothing
+    second = orchestration.run(graded["subs"].parent, workers=2, db_url=postgres, out=graded["out"], progress=False,
                        log=lambda *a: None)
-    assert second["merged"] == len(graded["cases"])
+    assert (second["merged"], second["graded_now"]) == (0, 0)
     pg = _normalise(merge.scores(postgres))
     assert pg == graded["reference"]
     import sqlalchemy

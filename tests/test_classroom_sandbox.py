@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -12,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from classroom import grade, sandbox
-from classroom.collect import collect, safe_student_id
+from classroom import grade
+from classroom.intake import collect, safe_student_id
+from classroom.isolation import uids
+from classroom.isolation import bwrap as sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 ASSIGNMENTS = {"01_layernorm": ["layernorm"], "02_gelu": ["gelu"]}
@@ -45,7 +48,7 @@ def box(tmp_path):
     work.mkdir(parents=True)
     scratch.mkdir()
     (tmp_path / "rt").mkdir()
-    uid = grade.UID_BASE + 990 if os.geteuid() == 0 else None
+    uid = uids.UID_BASE + 990 if os.geteuid() == 0 else None
     if uid is not None:
         os.chown(scratch, uid, uid)
         os.chown(tmp_path / "rt", uid, uid)
@@ -88,8 +91,8 @@ def test_inside_the_sandbox(box):
 
 def test_clear_message_when_bubblewrap_is_missing(box, monkeypatch):
     spec = box[0]
-    real = sandbox._which
-    monkeypatch.setattr(sandbox, "_which", lambda name: None if name == "bwrap" else real(name))
+    real = sandbox.which
+    monkeypatch.setattr(sandbox, "which", lambda name: None if name == "bwrap" else real(name))
     with pytest.raises(sandbox.SandboxUnavailable) as err:
         sandbox.check(spec)
     msg = str(err.value)
@@ -100,7 +103,9 @@ def test_grade_command_refuses_without_sandbox(tmp_path, monkeypatch, capsys):
     def no_sandbox(spec):
         raise sandbox.SandboxUnavailable("bubblewrap could not create the sandbox: Operation not permitted")
     monkeypatch.setattr(sandbox, "check", no_sandbox)
-    (tmp_path / "subs").mkdir()
+    handed_in = tmp_path / "subs" / "alice" / "02_gelu" / "gelu.ipynb"
+    handed_in.parent.mkdir(parents=True)
+    shutil.copyfile(ROOT / "exercises" / "02_gelu" / "gelu.ipynb", handed_in)
     rc = grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--db",
                      f"sqlite:///{tmp_path / 'db.db'}", "--no-progress"])
     assert rc == 2
@@ -151,7 +156,7 @@ def test_collect_platform_zip(tmp_path):
         zf.writestr("readme.txt", "hello")
     path = tmp_path / "class.zip"
     path.write_bytes(buf.getvalue())
-    subs, problems = collect(path, ASSIGNMENTS)
+    subs, problems = collect(path, ASSIGNMENTS, students={"carol", "dave", "erin"})  # dave, not dave_01
     got = {(s.student, s.assignment): s.files for s in subs}
     assert got == {("carol", "02_gelu"): {"gelu.ipynb": _nb("c")},
                    ("dave", "01_layernorm"): {"layernorm.ipynb": _nb("d")},
@@ -190,7 +195,7 @@ def test_unprivileged_grader_mode(tmp_path):
         script.write_text(
             "import sys, os, subprocess, pathlib\n"
             f"sys.path.insert(0, {str(ROOT)!r})\n"
-            "from classroom import sandbox\n"
+            "from classroom.isolation import bwrap as sandbox\n"
             "b = pathlib.Path(sys.argv[1])\n"
             "for d in ('s', 'rt'): (b / d).mkdir(parents=True)\n"
             "spec = sandbox.SandboxSpec(scratch_root=str(b / 's'), runtime_dir=str(b / 'rt'), pidfile=str(b / 'p'),"

@@ -7,6 +7,9 @@ import andrea_ref as A
 f64 = dict(dtype=torch.float64)
 
 
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
+
+
 def raises(exc, *words):
     """pytest.raises that also requires every word to appear in the message."""
     class _Ctx:

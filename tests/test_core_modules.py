@@ -11,6 +11,9 @@ import andrea_ref as A
 TOL = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(rtol=1e-5, atol=1e-5)}
 
 
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
+
+
 class TorchBlock(nn.Module):
     """A pre-norm (or post-norm) block built only from torch.nn parts."""
 

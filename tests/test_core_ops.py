@@ -17,6 +17,9 @@ TOL = {torch.float64: dict(rtol=1e-12, atol=1e-12), torch.float32: dict(rtol=1e-
 DTYPES = [torch.float64, torch.float32]
 
 
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
+
+
 def gen(seed=0):
     return torch.Generator().manual_seed(seed)
 

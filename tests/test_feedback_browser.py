@@ -4,13 +4,15 @@ One learner hands in two notebooks (LayerNorm with the unbiased variance, which 
 one property; GELU solved, which passes all three). The course's grading command
 grades them on a temporary folder and gradebook; its output must hold no library
 warning. Then headless Chromium (Debian's package, driven by Playwright) opens each
-feedback page from disk with every request that is not for a local file blocked and
-recorded, and checks: math typeset by the book's vendored MathJax (no raw TeX left),
-tables with borders, nothing wider than the window (the "Likely mistake" line wraps),
-the chapter link opening the built book's page, and every verdict shown once. A
-screenshot is saved to _build/screenshots/ for review.
+feedback page from disk with every request but the page's own blocked and recorded,
+and checks: math typeset when the page was built (SVG, no script on the page, no raw
+TeX left), tables with borders, nothing wider than the window (the "Likely mistake"
+line wraps), the chapter link opening the copy of the chapter shipped beside the page,
+and every verdict shown once. A screenshot is saved to _build/screenshots/ for review.
 
-Needs the built book (make book), as tests/test_book_browser.py does.
+Needs the built book (make book), as tests/test_book_browser.py does. The JavaScript
+trap, pasted images, a page that cannot be built and pages copied elsewhere are in
+tests/test_feedback_trap.py.
 """
 from __future__ import annotations
 
@@ -26,10 +28,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
 from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
 
-from classroom import feedback  # noqa: E402
+from classroom.reporting import chapters, feedback, mathsvg  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HTML = ROOT / "_build" / "html"
@@ -45,8 +46,9 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     """The grading command run once over one learner's folder: its output and pages."""
-    if not (HTML / feedback.MATHJAX).is_file():
-        pytest.fail("_build/html is missing or has no MathJax: build the book first (make book)")
+    if not (HTML / "book").is_dir() or mathsvg.unavailable():
+        pytest.fail(f"_build/html or MathJax for Node is missing: build the book first (make book) "
+                    f"({mathsvg.unavailable() or 'no _build/html/book'})")
     tmp = tmp_path_factory.mktemp("feedback")
     by_name = {c.student: c for c in CASES}
     for assignment, name in HANDED_IN.items():
@@ -74,7 +76,7 @@ def _page(graded, assignment: str) -> Path:
 def test_grading_prints_no_library_warning(graded):
     proc = graded["proc"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "2 of 2 submissions graded" in proc.stdout
+    assert "this run graded 2 submission(s)" in proc.stdout
     noisy = [ln for ln in (proc.stdout + proc.stderr).splitlines() if re.search(r"warning", ln, re.I)]
     assert not noisy, noisy
 
@@ -91,7 +93,7 @@ def browser(graded):
         context = b.new_context(viewport={"width": WIDTH, "height": 900})
 
         def route(r):
-            if urllib.parse.urlsplit(r.request.url).scheme in ("file", "data", "blob", "about"):
+            if urllib.parse.urlsplit(r.request.url).scheme in ("file", "data"):
                 r.continue_()
             else:
                 left.append(r.request.url)
@@ -99,7 +101,7 @@ def browser(graded):
 
         context.route("**/*", route)
         context.on("request", lambda req: None if urllib.parse.urlsplit(req.url).scheme
-                   in ("file", "data", "blob", "about") else left.append(req.url))
+                   in ("file", "data") else left.append(req.url))
         yield context, left
         context.close()
         b.close()
@@ -113,8 +115,6 @@ def _open(browser, page_path: Path):
     page.on("request", lambda req: requests.append(req.url))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.goto(page_path.as_uri(), wait_until="load")
-    page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
-    page.evaluate("() => MathJax.startup.promise")
     return page, requests, errors
 
 
@@ -125,18 +125,18 @@ def _verdict_lines(page) -> list[str]:
 
 @pytest.mark.parametrize("assignment", sorted(HANDED_IN))
 def test_feedback_page_reads_well_offline(graded, browser, assignment):
-    page, requests, errors = _open(browser, _page(graded, assignment))
+    page_path = _page(graded, assignment)
+    page, requests, errors = _open(browser, page_path)
     _, left = browser
     try:
-        # math: typeset by the book's MathJax, no TeX left in the prose
-        assert page.locator("mjx-container").count() > 0
+        # math: typeset when the page was built (SVG), no script on the page, no TeX left in the prose
+        assert page.locator("mjx-container > svg").count() > 0
+        assert page.evaluate("() => document.scripts.length") == 0
         prose = page.evaluate("""() => Array.from(document.querySelectorAll('div.text_cell_render'))
             .map(e => { const c = e.cloneNode(true); c.querySelectorAll('mjx-container').forEach(m => m.remove());
                         return c.innerText; }).join('\\n')""")
         assert "$" not in prose and "\\frac" not in prose and "\\varepsilon" not in prose, prose[:2000]
-        mathjax = [u for u in requests if u.endswith(feedback.MATHJAX)]
-        assert mathjax and all(u.startswith(HTML.as_uri()) for u in mathjax), requests
-        assert not [e for e in errors if "mathjax" in e.lower()], errors
+        assert not errors, errors
 
         # tables: the rules table has borders and a shaded header
         style = page.evaluate("""() => { const t = document.querySelector('div.text_cell_render table');
@@ -157,14 +157,22 @@ def test_feedback_page_reads_well_offline(graded, browser, assignment):
             .filter(p => p.scrollWidth > p.clientWidth + 1).map(p => p.innerText.slice(0, 120))""")
         assert not pres, pres
 
-        # the chapter link opens the built book's page
-        links = page.evaluate("""() => Array.from(document.querySelectorAll('a[href]')).map(a => a.href)
-            .filter(h => h.includes('/book/'))""")
+        # the chapter link opens the copy of the chapter shipped beside the page
+        links = page.evaluate("""() => Array.from(document.querySelectorAll('a[href]'))
+            .map(a => [a.getAttribute('href'), a.href]).filter(h => h[0].includes('book/'))""")
         assert links, "no link to the book"
-        for href in links:
-            assert href.startswith(HTML.as_uri() + "/book/") and ".html" in href, href
-            target = Path(urllib.request.url2pathname(urllib.parse.urlsplit(href).path))
-            assert target.is_file(), href
+        for href, absolute in links:
+            assert href.startswith("book/") and ".html" in href, href
+            target = Path(urllib.request.url2pathname(urllib.parse.urlsplit(absolute).path))
+            assert target.is_file() and target.parent.parent == page_path.parent, href
+            chapter = browser[0].new_page()
+            try:
+                chapter.goto(absolute, wait_until="load")
+                assert chapter.locator("article h1").count() == 1
+                assert chapter.locator("mjx-container > svg").count() > 10
+                assert chapter.evaluate("() => Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+            finally:
+                chapter.close()
 
         # each verdict once: the grader's, one line per graded cell that passed, one failure per cell failed
         lines = _verdict_lines(page)
@@ -185,25 +193,50 @@ def test_feedback_page_reads_well_offline(graded, browser, assignment):
 
         # nothing left the machine
         assert not left, left
-        assert all(urllib.parse.urlsplit(u).scheme in ("file", "data", "blob") for u in requests), requests
+        assert all(urllib.parse.urlsplit(u).scheme in ("file", "data") for u in requests), requests
+        assert [u for u in requests if u.startswith("file:")] == [page_path.as_uri()], requests
     finally:
         page.close()
 
 
-def test_a_published_book_address_is_used_for_math_and_links():
-    """c.CourseBook.url in nbgrader_config.py: one setting moves both to the published book."""
+PAGE = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>x</title>"
+        "<!-- Load mathjax --><script src='https://cdn.example/mathjax.js'></script>"
+        "<!-- End of mathjax configuration --><style>.x { color: red }</style></head><body>"
+        "<p>$x^2$</p><a href='../../_build/html/book/05_mlp_and_gelu.html#gelu'>en</a>"
+        "<a href='../../_build/html/de/book/05_mlp_and_gelu.html'>de</a>"
+        "<a href='../../book/03_residual_connections.md'>older release</a><a href='other.html'>z</a></body></html>")
+
+
+def test_a_published_book_address_is_used_for_the_links(tmp_path):
+    """c.CourseBook.url in nbgrader_config.py: one setting sends the chapter links to the
+    published book, in the linked edition; nothing is shipped and no script is loaded."""
     from traitlets.config import Config
 
     cfg = Config()
     cfg.CourseBook.url = "https://courses.example.org/andrea-block-lab"
-    html = ('<html><head><!-- Load mathjax --><script src="https://cdn.example/mathjax.js"></script>'
-            '<!-- End of mathjax configuration --></head><body>'
-            '<a href="../../_build/html/book/05_mlp_and_gelu.html#gelu">x</a>'
-            '<a href="../../book/03_residual_connections.md">y</a><a href="other.html">z</a></body></html>')
-    page = feedback.finish_page(html, cfg)
-    assert "cdn.example" not in page
-    assert 'src="https://courses.example.org/andrea-block-lab/_static/mathjax/tex-chtml.js"' in page
-    assert 'href="https://courses.example.org/andrea-block-lab/book/05_mlp_and_gelu.html#gelu"' in page
-    assert 'href="https://courses.example.org/andrea-block-lab/book/03_residual_connections.html"' in page
-    assert 'href="other.html"' in page
-    assert feedback.book_url() == HTML.as_uri() + "/"
+    done = feedback.build_page(PAGE, tmp_path / "p.html", cfg)
+    page = (tmp_path / "p.html").read_text()
+    assert "cdn.example" not in page and "<script" not in page and "<mjx-container" in page
+    base = "https://courses.example.org/andrea-block-lab/"
+    assert f'href="{base}book/05_mlp_and_gelu.html#gelu"' in page
+    assert f'href="{base}de/book/05_mlp_and_gelu.html"' in page
+    assert f'href="{base}book/03_residual_connections.html"' in page
+    assert 'href="other.html"' not in page  # a relative link to nothing shipped is left out
+    assert not done["shipped"] and not (tmp_path / "book").exists()
+    assert chapters.book_url(cfg) == base
+    for unusable in ("", "file:///srv/book", "/srv/book", "javascript:alert(1)"):
+        cfg.CourseBook.url = unusable
+        assert chapters.book_url(cfg) == "", unusable
+
+
+def test_without_an_address_the_linked_editions_are_shipped(tmp_path):
+    done = feedback.build_page(PAGE, tmp_path / "p.html")
+    page = (tmp_path / "p.html").read_text()
+    assert 'href="book/05_mlp_and_gelu.html#gelu"' in page and 'href="book/03_residual_connections.html"' in page
+    assert 'href="book/de/05_mlp_and_gelu.html"' in page
+    assert done["shipped"] == ["book/03_residual_connections.html", "book/05_mlp_and_gelu.html",
+                               "book/de/05_mlp_and_gelu.html"]
+    for path, lang in (("book/05_mlp_and_gelu.html", "en"), ("book/de/05_mlp_and_gelu.html", "de")):
+        shipped = (tmp_path / path).read_text()
+        assert shipped.startswith("<!DOCTYPE html>") and "<script" not in shipped and "file://" not in shipped
+        assert f'<html lang="{lang}"' in shipped and "<mjx-container" in shipped

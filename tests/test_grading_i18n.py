@@ -13,14 +13,17 @@ import pytest
 import grading_submissions as S
 from andrea_ref import grading, i18n
 from andrea_ref.grading import _core
-from test_grading_checks import CHECKS, learner_function
+from andrea_ref.grading.manifest import load
+from learner_functions import CHECKS, learner_function
 
-REPORTS = {"01_layernorm": grading.report_layer_norm, "02_gelu": grading.report_gelu,
-           "03_mlp": grading.report_mlp, "04_block": grading.report_block}
+REPORTS = {a.name: getattr(grading, f"report_{a.function()[0]}") for a in load()}
 # One classic mistake per notebook: unbiased variance, erf GELU, b1 missing, post-norm.
 STUDENTS = ("ln_unbiased", "gelu_erf", "mlp_missing_bias", "block_post_norm")
 CASES = [c for c in S.CASES if c.student in STUDENTS]
 LIKELY = "Likely mistake: {likely}"
+
+
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
 
 
 def _judge(case, monkeypatch, language):
@@ -121,7 +124,7 @@ def test_unknown_language_falls_back_to_english_with_a_warning(monkeypatch, capf
 def test_a_message_missing_from_the_catalog_falls_back_to_english(monkeypatch):
     monkeypatch.setenv("ANDREA_LANG", "de")
     catalog = dict(i18n.catalog("de"))
-    mistake = ("b1 is never added: the first layer is x @ w1 + b1.")
+    mistake = ("b1 is never added (changing it changes nothing): the first layer is x @ w1 + b1.")
     assert mistake in catalog
     del catalog[mistake]
     monkeypatch.setattr(_core, "_language_catalog", lambda language: catalog)
@@ -130,7 +133,7 @@ def test_a_message_missing_from_the_catalog_falls_back_to_english(monkeypatch):
         grading.check_mlp_bias(learner_function(case))
     message = str(info.value)
     assert message.splitlines()[-1] == "Wahrscheinlicher Fehler: " + mistake
-    assert "sollte b1 nach der ersten Schicht" in message  # the rest is still German
+    assert "b1 verschiebt x @ w1" in message  # the rest is still German
 
 
 def test_a_broken_catalog_or_lookup_never_changes_a_verdict(monkeypatch, capfd):

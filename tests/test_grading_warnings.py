@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import warnings
 
+import pytest
 from sqlalchemy.exc import SAWarning
 
 from classroom.sawarnings import ignore_add_submission_autoflush
+
+
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
 
 
 def test_only_the_add_submission_autoflush_warning_is_silenced():

@@ -8,7 +8,6 @@ labels render in matplotlib's default font.
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
 from pathlib import Path
 
@@ -49,13 +48,9 @@ def test_every_figure_message_is_translated(language):
 
 
 def _script(name: str):
-    """A module of scripts/ (catalogs, i18n_check), imported without leaving scripts/ on sys.path."""
+    """A module of scripts/ (catalogs, i18n_check)."""
     import importlib
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    return importlib.import_module(f"scripts.{name}")
 
 
 @pytest.mark.parametrize("language", TRANSLATED)

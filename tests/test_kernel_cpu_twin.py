@@ -26,6 +26,9 @@ FP32 = dict(rtol=1.3e-6, atol=1e-5)
 FP64 = dict(rtol=1e-12, atol=1e-13)
 
 
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
+
+
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory):
     """Build the twin cold (fresh cache) through the real loader; make it the process loader."""

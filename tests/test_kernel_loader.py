@@ -28,6 +28,9 @@ from andrea_ref.kernels import loader as kloader
 REPO = Path(__file__).resolve().parents[1]
 
 
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
+
+
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     root = tmp_path / "cache"
@@ -299,7 +302,6 @@ def test_a_live_builder_is_waited_for_with_a_message(tmp_path):
         assert lock.exclusive
 
 
-@pytest.mark.slow
 def _torch_lock_is_a_baton() -> bool:
     """True where cpp_extension guards its ``lock`` file with a FileBaton (torch up to 2.13
     at least): the file then exists only during a build, and a leftover one hangs the next
@@ -312,6 +314,7 @@ def _torch_lock_is_a_baton() -> bool:
     return "FileBaton" in inspect.getsource(cpp_extension._jit_compile)
 
 
+@pytest.mark.slow  # one cold build and one rebuild of the CPU twin: in `make test`, not the quick loop
 def test_stale_lock_is_removed_not_waited_on(tmp_path, monkeypatch):
     """A `lock` left by a killed build: the next load removes it, says so, and builds.
     Then: a warm load is silent; a truncated library is rebuilt."""

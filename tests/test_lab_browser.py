@@ -5,23 +5,27 @@ temporary workspace, exchange and settings folder) is started on loopback with a
 and driven in headless Chromium (Debian's package, through Playwright):
 
 - the file browser lists the four released notebooks' folders and no `solutions`;
-- `solutions/` cannot be reached by URL: `/files/`, `/api/contents/` and `/lab/tree/`
-  paths that climb out of the workspace (`..`, encoded or not) all fail;
+- `solutions/` cannot be reached by URL: `/files/`, `/api/contents/`, `/lab/tree/` and
+  `/andrea-book/` paths that climb out of their folder (`..`, encoded or not) all fail;
 - Nbgrader -> Assignment List opens with no "Error fetching courses" and no exchange
   error dialog, and the server log has no exchange error;
-- no Formgrader, Course List or Create Assignment is offered (menu, sidebar, URL).
+- no Formgrader, Course List or Create Assignment is offered (menu, sidebar, URL);
+- a chapter link opens the real book in a new tab, in each edition (``ANDREA_LANG=de``
+  and ``ka`` start labs of their own) and under another ``base_url``: styled, its math
+  typeset, its figures decoded, no request failed;
+- Jupyter's news pop-up is off; the self-check's lines wrap at spaces, at any width;
+  the lock marker is drawn as letters by a Chromium with no emoji font; run as root, the
+  lab says so.
 
 The instructor's lab (`make lab-instructor`) is started too, and its Nbgrader menu does
 offer Formgrader and Course List: the learner test's selectors would see them.
 """
 from __future__ import annotations
 
-import http.client
+import json
 import os
+import re
 import shutil
-import signal
-import socket
-import subprocess
 import sys
 import time
 import urllib.parse
@@ -29,80 +33,51 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-from jupyter_browser import browser, loopback_context  # noqa: E402,F401 (browser: a fixture)
+from jupyter_browser import (
+    assert_book_page_loaded, drawn_as_box, follow_chapter_link,
+    free_port, http_get, jupyter_options, loopback_context, nbgrader_menu, open_lab, open_notebook,
+    record_failures, run_all_and_wait, start_server, stop_server, type_into_cell,
+    words_split_across_lines)
 
 ROOT = Path(__file__).resolve().parent.parent
+from andrea_lab import CHAPTER_LINK  # noqa: E402
+from andrea_ref.grading.manifest import load  # noqa: E402
+from classroom import notebook_i18n  # noqa: E402
+
 TOKEN = "andrea-lab-test-token"
-NOTEBOOKS = ["01_layernorm", "02_gelu", "03_mlp", "04_block"]
+NOTEBOOKS = load().names  # the course manifest
 INSTRUCTOR_TOOLS = ("Formgrader", "Course List", "Create assignment", "Create Assignment")
+LANGS = ("en", "de", "ka")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _get(port: int, path: str, token: str | None = TOKEN) -> tuple[int, bytes]:
+    return http_get(port, path, token)
 
 
-def _get(port: int, path: str) -> tuple[int, bytes]:
-    """A raw GET (the path sent byte for byte, no client-side normalisation)."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-    sep = "&" if "?" in path else "?"
-    conn.putrequest("GET", f"{path}{sep}token={TOKEN}", skip_accept_encoding=True)
-    conn.endheaders()
-    resp = conn.getresponse()
-    body = resp.read()
-    conn.close()
-    return resp.status, body
-
-
-def _start_lab(tmp: Path, *extra: str):
-    port = _free_port()
-    log = open(tmp / "server.log", "w")
+def _start_lab(tmp: Path, *extra: str, env_extra: dict | None = None, base_url: str = "/"):
+    """scripts/lab.py as `make lab` runs it (a clean environment: no JUPYTER_* variables)."""
+    port = free_port()
     cmd = [sys.executable, str(ROOT / "scripts" / "lab.py"), *extra,
            "--workspace", str(tmp / "workspace"), "--exchange", str(tmp / "exchange"),
-           "--state", str(tmp / "state"), "--",
-           "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-           f"--IdentityProvider.token={TOKEN}", "--ServerApp.port_retries=0"]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER")}
-    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            log.flush()
-            pytest.fail(f"the lab exited with {proc.returncode}:\n{(tmp / 'server.log').read_text()[-3000:]}")
-        try:
-            if _get(port, "/api/status")[0] == 200:
-                break
-        except OSError:
-            pass
-        time.sleep(0.5)
-    else:
-        pytest.fail("the lab did not answer within 90 s")
-    return proc, port, log
-
-
-def _stop(proc, log):
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    log.close()
+           "--state", str(tmp / "state"), "--", *jupyter_options(port, TOKEN)]
+    if base_url != "/":
+        cmd.append(f"--ServerApp.base_url={base_url}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "ANDREA_LANG"))}
+    env.update(env_extra or {})
+    proc = start_server(cmd, tmp, env, tmp / "server.log", port, TOKEN, base_url=base_url)
+    return proc, port
 
 
 @pytest.fixture(scope="module")
 def learner_lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("learner-lab")
-    proc, port, log = _start_lab(tmp)
+    proc, port = _start_lab(tmp)
     try:
         yield port, tmp
     finally:
-        _stop(proc, log)
+        stop_server(proc)
 
 
 def _context(browser, blocked: list[str]):
@@ -110,24 +85,10 @@ def _context(browser, blocked: list[str]):
 
 
 def _open_lab(context, port: int, path: str = "/lab"):
-    page = context.new_page()
-    page.goto(f"http://127.0.0.1:{port}{path}?reset&token={TOKEN}", wait_until="load")
-    page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
-    page.wait_for_selector(".jp-DirListing-item", timeout=60_000)
-    return page
+    return open_lab(context, port, TOKEN, path)
 
 
-def _nbgrader_menu(page) -> list[str]:
-    """The labels of the Nbgrader menu (empty if there is no such menu)."""
-    menus = page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader")
-    if menus.count() == 0:
-        return []
-    menus.first.click()
-    page.wait_for_selector(".lm-Menu-content", timeout=10_000)
-    labels = page.eval_on_selector_all(".lm-Menu-content .lm-Menu-itemLabel",
-                                       "els => els.map(e => e.textContent.trim())")
-    page.keyboard.press("Escape")
-    return labels
+_nbgrader_menu = nbgrader_menu
 
 
 def test_file_browser_shows_released_notebooks_only(learner_lab, browser):
@@ -247,36 +208,183 @@ def test_assignment_list_without_error_and_no_instructor_tools(learner_lab, brow
     assert not blocked, blocked
 
 
-def test_chapter_link_opens_the_book_page(learner_lab, browser):
-    """The notebook's chapter link (``../../_build/html/book/...``) opens the built
-    chapter in JupyterLab, from the learner's workspace. (After the test that reads the
-    server log: a kernel still connecting when the page closes logs a traceback.)"""
-    port, tmp = learner_lab
+@pytest.fixture(scope="module")
+def edition_lab(learner_lab, tmp_path_factory):
+    """The learner's lab of an edition: English is ``learner_lab``; ``ANDREA_LANG=de``
+    and ``ka`` (and English under another ``base_url``) are started when first asked for."""
+    started: dict[str, tuple] = {}
+
+    def get(key: str):
+        if key == "en":
+            return learner_lab[0], "/"
+        if key not in started:
+            tmp = tmp_path_factory.mktemp(f"lab-{key}")
+            base_url = "/user/learner/" if key == "base-url" else "/"
+            env = {} if key == "base-url" else {"ANDREA_LANG": key}
+            proc, port = _start_lab(tmp, env_extra=env, base_url=base_url)
+            started[key] = (proc, port, base_url)
+        return started[key][1], started[key][2]
+
+    yield get
+    for proc, _, _ in started.values():
+        stop_server(proc)
+
+
+def _book_built():
     if not (ROOT / "_build" / "html" / "index.html").is_file():
         pytest.fail("the book is not built: make test builds it first (make book)")
+
+
+@pytest.mark.parametrize("key", [*LANGS, "base-url"])
+def test_chapter_link_opens_the_book_in_a_new_tab(edition_lab, browser, key):
+    """A learner clicks the notebook's chapter link: the chapter opens in a tab of its own,
+    served by the same server (after the redirect of ``/hub/user-redirect/``), in the
+    notebook's edition, styled, with its math typeset and its figures shown, and no
+    request failed. (After the test that reads the server log: a kernel still connecting
+    when the page closes logs a traceback.)"""
+    _book_built()
+    port, base_url = edition_lab(key)
+    language = "en" if key == "base-url" else key
     blocked: list[str] = []
     context = _context(browser, blocked)
-    page = _open_lab(context, port, "/lab/tree/01_layernorm/layernorm.ipynb")
+    failures = record_failures(context)
+    page = open_lab(context, port, TOKEN, f"{base_url}lab/tree/01_layernorm/layernorm.ipynb")
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
-    link = page.locator(".jp-RenderedMarkdown a[href*='_build/html/book/']").first
-    link.wait_for(timeout=30_000)
-    target = link.get_attribute("href").split("/")[-1]
-    link.click()
-    frame = page.frame_locator(f".jp-MainAreaWidget[title*='{target}'] iframe, .jp-HTMLViewer iframe").first
-    heading = frame.locator("h1").first
-    heading.wait_for(timeout=30_000)
-    assert "LayerNorm" in heading.inner_text()
-    page.wait_for_timeout(1000)
-    # JupyterLab writes a checkpoint beside what it opens: into the workspace's copy only
-    assert not list((ROOT / "_build" / "html").rglob(".ipynb_checkpoints"))
+    href, tab = follow_chapter_link(page)
+    m = CHAPTER_LINK.fullmatch(href)
+    assert m and (m.group("lang") or "en") == language, href
+    edition = "" if language == "en" else f"{language}/"
+    assert tab.url == f"http://127.0.0.1:{port}{base_url}andrea-book/{edition}{m.group('page')}.html", tab.url
+    state = assert_book_page_loaded(tab, failures, language)
+    assert state["title"].strip(), state
+    # the notebook stays open beside it, untouched, with no dialog
+    assert page.locator(".jp-NotebookPanel .jp-Cell").count() > 0
     assert not page.eval_on_selector_all(".jp-Dialog", "els => els.map(e => e.innerText)")
+    assert not list((ROOT / "_build" / "html").rglob(".ipynb_checkpoints"))
     context.close()
     assert not blocked, blocked
 
 
+def test_every_chapter_link_names_a_built_page(tmp_path):
+    """Every link in every released notebook, in each edition, is a chapter link of the
+    served book whose page is built (no link to a file beside the notebook)."""
+    _book_built()
+    folders = {"en": ROOT / "exercises"}
+    for lang in LANGS[1:]:
+        folders[lang] = notebook_i18n.release(lang, dest=tmp_path / lang)
+    found = 0
+    for lang, folder in folders.items():
+        for nb in sorted(folder.glob("*/*.ipynb")):
+            for cell in json.loads(nb.read_text())["cells"]:
+                if cell["cell_type"] != "markdown":
+                    continue
+                for target in re.findall(r"\]\(([^)\s]+)\)", "".join(cell["source"])):
+                    m = CHAPTER_LINK.fullmatch(target)
+                    assert m, (nb, target)
+                    assert (m.group("lang") or "en") == lang, (nb, target)
+                    page = ROOT / "_build" / "html" / (m.group("lang") or "") / f"{m.group('page')}.html"
+                    assert page.is_file(), (nb, target)
+                    found += 1
+    assert found >= 5 * len(LANGS)
+
+
+def test_book_is_served_to_the_logged_in_only_and_only_the_book(learner_lab):
+    port, _ = learner_lab
+    _book_built()
+    assert _get(port, "/andrea-book/index.html")[0] == 200
+    assert _get(port, "/andrea-book/")[0] == 200  # the front page
+    for page in ("/andrea-book/index.html", "/andrea-book/", "/andrea-book/book/04_layernorm_and_placement.html"):
+        status, _ = _get(port, page, token=None)
+        assert status in (302, 403), (page, status)  # to the login page
+    # the files a page loads are the published course's, for any request (a hub's browser
+    # fetches fonts and MathJax in CORS mode, without the credentials JupyterHub asks for)
+    status, body = _get(port, "/andrea-book/_static/andrea.css", token=None)
+    assert status == 200 and body, status
+    for path in ("/andrea-book/.buildinfo", "/andrea-book/../solutions/01_layernorm/layernorm.ipynb",
+                 "/andrea-book/..%2F..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
+                 "/andrea-book/%2E%2E/%2E%2E/solutions/01_layernorm/layernorm.ipynb"):
+        status, body = _get(port, path)
+        assert status >= 400 and b"BEGIN SOLUTION" not in body, (path, status)
+
+
+def test_news_pop_up_is_off(learner_lab, browser):
+    """No "receive official Jupyter news?" toast over the notebook on the first start."""
+    port, tmp = learner_lab
+    status, body = _get(port, "/lab/api/settings/@jupyterlab/apputils-extension:notification")
+    assert status == 200
+    composite = json.loads(body)["settings"]
+    assert composite["fetchNews"] == "false" and composite["checkForUpdates"] is False, composite
+    blocked: list[str] = []
+    context = _context(browser, blocked)
+    page = open_notebook(context, port, TOKEN, "03_mlp/mlp.ipynb")
+    page.wait_for_timeout(5000)  # JupyterLab asks a few seconds after it starts
+    toasts = page.eval_on_selector_all(".Toastify__toast, .jp-Notification-Toast",
+                                       "els => els.map(e => e.innerText)")
+    assert not [t for t in toasts if "news" in t.lower()], toasts
+    context.close()
+    assert not blocked, blocked
+
+
+UNBIASED = """def layer_norm(x, gamma, beta, eps=1e-5):
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True)
+    return gamma * (x - mean) / torch.sqrt(var + eps) + beta
+"""
+
+
+def test_self_check_lines_wrap_at_spaces(learner_lab, browser):
+    """A learner types a classic mistake (the unbiased variance) and runs the notebook:
+    the self-check's long explanation wraps between words, in a wide window and in a
+    narrow one."""
+    port, _ = learner_lab
+    blocked: list[str] = []
+    context = _context(browser, blocked)
+    page = open_notebook(context, port, TOKEN, "01_layernorm/layernorm.ipynb")
+    type_into_cell(page, "def layer_norm(", UNBIASED)
+    out = run_all_and_wait(page, "properties hold.")
+    text = out.inner_text()
+    assert "Likely mistake" in text and "3 of 4 properties hold." in text, text
+    for width in (1400, 640):
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(500)
+        assert not words_split_across_lines(out.locator("pre").first), width
+    context.close()
+    assert not blocked, blocked
+
+
+def test_lock_marker_is_drawn_without_an_emoji_font(learner_lab, browser_without_emoji_font):
+    """The locked cells' marker is letters, drawn as letters where no emoji font is
+    installed; the emoji it replaced would be drawn as a box there (the control)."""
+    port, _ = learner_lab
+    blocked: list[str] = []
+    context = loopback_context(browser_without_emoji_font, blocked)
+    page = open_notebook(context, port, TOKEN, "04_block/block.ipynb")
+    first_lines = page.locator(".jp-CodeCell .cm-line:first-child")
+    first_lines.first.wait_for(timeout=30_000)
+    # the set-up cell, the first code cell (JupyterLab draws the editors of cells off
+    # screen later; every locked cell's first line is checked in test_learner_ergonomics)
+    assert first_lines.first.inner_text().startswith("# [locked] "), first_lines.all_inner_texts()
+    boxes = drawn_as_box(first_lines.first, "# [locked] \U0001F512")
+    assert boxes.pop("\U0001F512") is True, "the control: this Chromium has an emoji font"
+    assert not [ch for ch, box in boxes.items() if box], boxes
+    for nb in (ROOT / "exercises").glob("*/*.ipynb"):  # and no emoji left in the text
+        assert "\U0001F512" not in nb.read_text(encoding="utf-8"), nb
+    context.close()
+    assert not blocked, blocked
+
+
+def test_root_is_said_and_allowed(learner_lab):
+    _, tmp = learner_lab
+    log = (tmp / "server.log").read_text()
+    if os.geteuid() == 0:
+        assert log.startswith("warning: running as root"), log[:300]
+    else:
+        assert "running as root" not in log
+
+
 def test_instructor_lab_offers_the_tools(tmp_path, browser):
     """The control: `make lab-instructor` shows Formgrader and Course List in the same menu."""
-    proc, port, log = _start_lab(tmp_path, "--instructor")
+    proc, port = _start_lab(tmp_path, "--instructor")
     try:
         blocked: list[str] = []
         context = _context(browser, blocked)
@@ -287,13 +395,12 @@ def test_instructor_lab_offers_the_tools(tmp_path, browser):
         context.close()
         assert not blocked, blocked
     finally:
-        _stop(proc, log)
+        stop_server(proc)
 
 
 def test_workspace_refresh_keeps_learner_edits(tmp_path):
     """A new release replaces an untouched copy, never an edited one (put beside it)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import lab
+    from scripts import lab
 
     exercises = tmp_path / "exercises"
     shutil.copytree(ROOT / "exercises", exercises, ignore=shutil.ignore_patterns(".*"))

@@ -26,6 +26,8 @@ import pytest
 from nbclient import NotebookClient
 
 from andrea_ref.grading.course import REPO, graded_cells
+from andrea_ref.grading.manifest import load
+from classroom.course import snapshot
 
 spec = importlib.util.spec_from_file_location("release", REPO / "scripts" / "release.py")
 release = importlib.util.module_from_spec(spec)
@@ -87,7 +89,7 @@ def test_failed_check_in_a_kernel_shows_the_message_not_a_traceback(tmp_path):
 
     (err,) = _errors(raises)
     _assert_clean(err)
-    assert err.traceback[0].startswith("LearnerError: `gelu` raised RuntimeError: mat1 and mat2")
+    assert err.traceback[0].startswith("GradingError: `gelu` raised RuntimeError: mat1 and mat2")
     # the learner's own line is shown, the checker's are not
     assert "In your code:" in err.traceback
     assert any("gelu, line 3 of its cell: return y @ torch.ones(3, 5)" in ln for ln in err.traceback)
@@ -109,6 +111,58 @@ def test_validate_shows_the_message_not_a_traceback(tmp_path):
     out = proc.stdout
     assert "GradingError: `gelu` does not match" in out, out + proc.stderr
     assert "Traceback" not in out and "_core.py" not in out, out
+
+
+def _gelu_notebook(folder: Path, body: str) -> Path:
+    nb = json.loads(NOTEBOOKS["02_gelu"].read_text())
+    for cell in nb["cells"]:
+        if cell["metadata"].get("nbgrader", {}).get("solution"):
+            cell["source"] = f"def gelu(x):\n{body}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "gelu.ipynb").write_text(json.dumps(nb))
+    return folder / "gelu.ipynb"
+
+
+@pytest.mark.slow
+def test_andrea_lab_validate_shows_every_message_in_full_and_fails(tmp_path):
+    """`andrea-lab validate` (the kit's command) on a wrong answer: exit status 1, and every
+    line of the check's message whole (``nbgrader validate``, the control, cuts them at 90
+    characters and exits 0); on a right answer: 0; on a path that is no notebook: 2, one line."""
+    from andrea_ref import grading
+    try:
+        grading.check_gelu_values(lambda x: x)
+    except AssertionError as exc:
+        message = str(exc)
+    assert max(len(ln) for ln in message.splitlines()) > 100  # long enough to be cut
+    wrong = _gelu_notebook(tmp_path / "wrong", "    return x\n")
+
+    def validate(*args, cwd=tmp_path):
+        return subprocess.run([sys.executable, "-m", "andrea_lab", "validate", *args], cwd=cwd,
+                              env=_env(), capture_output=True, text=True, timeout=300)
+
+    proc = validate(str(wrong), "--width", "100")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "VALIDATION FAILED" in proc.stdout
+    for line in message.splitlines():
+        assert " ".join(line.split()) in out, (line, proc.stdout)
+    assert max(len(ln) for ln in proc.stdout.splitlines()) <= 100
+    assert not [ln for ln in proc.stdout.splitlines() if ln.endswith("...")], proc.stdout
+
+    control = subprocess.run([str(VENV_BIN / "nbgrader"), "validate", str(wrong)], cwd=tmp_path,
+                             env=_env(), capture_output=True, text=True, timeout=300)
+    assert control.returncode == 0 and any(ln.endswith("...") for ln in control.stdout.splitlines())
+
+    right = _gelu_notebook(tmp_path / "right", "    return 0.5 * x * (1 + torch.tanh("
+                           "0.7978845608028654 * (x + 0.044715 * x**3)))\n")
+    proc = validate(str(right))
+    assert proc.returncode == 0 and "Success! Your notebook passes all the tests." in proc.stdout, \
+        proc.stdout + proc.stderr
+
+    proc = validate(str(tmp_path / "missing.ipynb"))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"andrea-lab validate: NOTEBOOK: {tmp_path / 'missing.ipynb'} is not a notebook file (.ipynb)"]
 
 
 def test_outside_ipython_a_failed_check_is_an_ordinary_assertion_error():
@@ -177,12 +231,16 @@ def _notebooks():
     return [*NOTEBOOKS.values(), *sorted((REPO / "solutions").glob("*/*.ipynb"))]
 
 
+LOCK = "[locked]"  # a text marker: an emoji is an empty box where no emoji font is installed
+
+
 @pytest.mark.parametrize("path", _notebooks(), ids=lambda p: f"{p.parts[-3]}/{p.parent.name}")
 def test_locked_and_graded_cells_are_marked_as_the_text_says(path):
     nb = json.loads(path.read_text())
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
-    assert "first line starts\nwith 🔒 are locked" in text
-    assert "marked `# 🔒 Graded check` with the points" in text
+    assert f"first line starts\nwith `{LOCK}` are locked" in text
+    assert f"marked `# {LOCK} Graded check` with the points" in text
+    assert "\U0001F512" not in path.read_text(encoding="utf-8")
     points = {c["grade_id"]: c["points"] for c in graded_cells(path)}
     assert points
     for cell in nb["cells"]:
@@ -192,12 +250,38 @@ def test_locked_and_graded_cells_are_marked_as_the_text_says(path):
         first = "".join(cell["source"]).splitlines()[0]
         if meta.get("grade"):
             n = points[meta["grade_id"]]
-            assert first == f"# 🔒 Graded check, {n:g} point{'' if n == 1 else 's'} (locked)", first
+            assert first == f"# {LOCK} Graded check, {n:g} point{'' if n == 1 else 's'}", first
             assert meta["points"] == n and meta["locked"]
         elif meta.get("locked"):
-            assert first.startswith("# 🔒 Locked"), first
+            assert first.startswith(f"# {LOCK} Set-up: "), first
         else:
-            assert "🔒" not in first, first
+            assert LOCK not in first, first
+
+
+def test_self_check_lines_wrap_at_spaces(capsys):
+    """The report's lines are at most 78 characters, broken between words only: the
+    words of every message are all there, in order, none cut in two."""
+    import torch
+
+    from andrea_ref import grading
+    from andrea_ref.grading import _core
+
+    def unbiased(x, gamma, beta, eps=1e-5):
+        m = x.mean(-1, keepdim=True)
+        return gamma * (x - m) / torch.sqrt(x.var(-1, keepdim=True) + eps) + beta
+
+    grading.report_layer_norm(unbiased)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(ln) for ln in lines) <= _core.REPORT_WIDTH, lines
+    try:
+        grading.check_layer_norm_normalises(unbiased)
+    except AssertionError as exc:
+        message = str(exc)
+    assert message.split() == " ".join(
+        ln for ln in lines if ln.startswith("      ") or "\u2717 normalisation" in ln
+    ).split(": ", 1)[1].split()
+    assert any(len(ln) > 70 for ln in lines) and len(lines) > len(message.splitlines()) + 5
 
 
 @pytest.mark.parametrize("assignment", sorted(NOTEBOOKS))
@@ -208,8 +292,8 @@ def test_each_notebook_says_how_to_hand_in(assignment):
     for words in ("Restart Kernel and Run All Cells", "**Validate**", "Assignment List",
                   f"**Submit** next to `{assignment}`", "your instructor"):
         assert words in last, words
-    readme = (REPO / "README.md").read_text()
-    assert "Assignment List" in readme and "**Submit**" in readme
+    guide = (REPO / "book" / "guide_learner.md").read_text()
+    assert "Assignment List" in guide and "**Submit**" in guide
 
 
 # ---------------------------------------------------------------------------
@@ -225,6 +309,7 @@ def test_committed_exercises_match_the_release_manifest():
 def course(tmp_path):
     """A copy of the course's release inputs and outputs, with the release script."""
     shutil.copy(REPO / "nbgrader_config.py", tmp_path)
+    shutil.copy(REPO / "course.toml", tmp_path)
     shutil.copytree(REPO / "solutions", tmp_path / "solutions")
     shutil.copytree(REPO / "exercises", tmp_path / "exercises",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
@@ -258,6 +343,37 @@ def test_release_with_nothing_changed_writes_the_same_bytes(course):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert release.released_files(course) == before
     assert (course / "exercises" / release.MANIFEST).read_bytes() == manifest
+
+
+@pytest.mark.slow
+def test_a_release_that_changes_nothing_touches_nothing_and_says_up_to_date(course):
+    first = _release(course)  # records the assignments in the copy's own gradebook
+    assert first.returncode == 0 and "exercises/ is up to date" in first.stdout, first.stdout + first.stderr
+    files = sorted(p for p in course.rglob("*") if p.is_file())
+    mtimes = {p: p.stat().st_mtime_ns for p in files}
+    fingerprint = snapshot.code_digest(course)
+    proc = _release(course)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "exercises/ is up to date" in proc.stdout and "Wrote" not in proc.stdout, proc.stdout
+    assert sorted(p for p in course.rglob("*") if p.is_file()) == files  # nothing added or removed
+    assert {p: p.stat().st_mtime_ns for p in files} == mtimes  # nothing rewritten, the gradebook included
+    assert snapshot.code_digest(course) == fingerprint
+
+
+@pytest.mark.slow
+def test_a_release_replaces_only_what_changed(course):
+    solution = course / "solutions" / "02_gelu" / "gelu.ipynb"
+    nb = json.loads(solution.read_text())
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
+    cell["source"] = "".join(cell["source"]) + "\nOne more sentence.\n"
+    solution.write_text(json.dumps(nb, indent=1))
+    others = {p: p.stat().st_mtime_ns for p in (course / "exercises").rglob("*.ipynb") if p.parent.name != "02_gelu"}
+    proc = _release(course)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"Wrote 1 of {len(load())} file(s) in exercises/ (02_gelu/gelu.ipynb)" in proc.stdout, proc.stdout
+    assert "One more sentence." in (course / "exercises" / "02_gelu" / "gelu.ipynb").read_text()
+    assert {p: p.stat().st_mtime_ns for p in others} == others
+    assert release.edited_since_release(course) == []
 
 
 @pytest.mark.slow
@@ -304,3 +420,47 @@ def test_make_release_passes_force():
     assert "scripts/release.py --force" in dry("FORCE=1")
     plain = dry()
     assert "scripts/release.py" in plain and "--force" not in plain
+
+
+# ---------------------------------------------------------------------------
+# andrea_lab's small parts (the browser tests use them whole).
+
+def test_chapter_links_move_to_an_edition_and_only_chapter_links():
+    import andrea_lab
+    link = andrea_lab.chapter_link("book/05_mlp_and_gelu", anchor="#gelu")
+    assert link == "/hub/user-redirect/andrea-book/book/05_mlp_and_gelu.html#gelu"
+    text = f"see [the chapter]({link}) and [a site](https://example.org/book/x.html)"
+    de = andrea_lab.edition_links(text, "de")
+    assert de == text.replace("/andrea-book/book/", "/andrea-book/de/book/")
+    assert andrea_lab.edition_links(de, "ka") == text.replace("/andrea-book/book/", "/andrea-book/ka/book/")
+    m = andrea_lab.CHAPTER_LINK.fullmatch(andrea_lab.chapter_link("book/01_welcome", "ka"))
+    assert (m.group("lang"), m.group("page"), m.group("anchor")) == ("ka", "book/01_welcome", None)
+
+
+def test_news_setting_is_written_once_and_the_learners_own_kept(tmp_path):
+    from andrea_lab import launch
+    launch.quiet_settings(tmp_path)
+    path = tmp_path / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    assert json.loads(path.read_text()) == {"fetchNews": "false", "checkForUpdates": False}
+    path.write_text('{"fetchNews": "true"}')
+    launch.quiet_settings(tmp_path)
+    assert path.read_text() == '{"fetchNews": "true"}'
+
+
+def test_root_gets_allow_root_and_a_warning(monkeypatch, capsys):
+    from andrea_lab import launch
+    monkeypatch.setattr(launch.os, "geteuid", lambda: 0)
+    assert launch.root_arguments() == ["--allow-root"]
+    assert capsys.readouterr().err.startswith("warning: running as root")
+    monkeypatch.setattr(launch.os, "geteuid", lambda: 1000)
+    assert launch.root_arguments() == [] and capsys.readouterr().err == ""
+
+
+def test_validate_wraps_at_spaces_and_cuts_nothing():
+    from andrea_lab.validate import wrap
+    line = "Likely mistake: " + " ".join(f"word{i}" for i in range(40)) + " " + "x" * 70
+    out = wrap(line + "\n  indented " + "y " * 30, 50, "    ")
+    assert " ".join(out.split()) == " ".join((line + " indented " + "y " * 30).split())
+    lines = out.splitlines()
+    assert all(len(ln) <= 50 for ln in lines if "x" * 70 not in ln)
+    assert all(ln.startswith("    ") for ln in lines)

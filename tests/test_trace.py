@@ -11,6 +11,9 @@ from andrea_ref import experiments as E
 from andrea_ref import trace as TR
 
 
+pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
+
+
 def test_toy_block_is_a_real_block_with_round_weights():
     blk = TR.toy_block()
     assert isinstance(blk, Block) and blk.config.d_model == 4 and blk.config.n_head == 1

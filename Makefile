@@ -2,12 +2,14 @@
 #   make book   build the course book into _build/html, in English, German (de/) and
 #               Georgian (ka/) (warnings are errors)
 #   make test   everything above, then the whole test suite
+#   make test-fast   the quick loop: the reference package, the checks, the scoring rule (minutes)
 #   make catalogs   update the German and Georgian catalogs after the English text changed
 #   make bench  print the benchmark figures (loader, book build, autograding)
 #   make test-cuda-build   build and link the CUDA kernel without a GPU (needs nvcc; CI runs it)
 #   make lab    open the graded notebooks in JupyterLab, as a learner sees them
 #   make learner-kit   the learner's kit: notebooks, course package (wheel), book
 #   make release / make instructor / make grade SUBMISSIONS=...   for instructors
+#   make demo   a demo class graded by the real grader (_build/demo/): what an instructor sees
 #   make hub    run the course for a class on a JupyterHub on this machine (as root)
 #   make test-class   the class on the hub, end to end in Chromium (as root; slow)
 SHELL := /bin/bash
@@ -16,16 +18,22 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps bookdeps book catalogs test test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade hubdeps hub test-class
+.PHONY: all venv sysdeps bookdeps book catalogs test test-fast test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade demo hubdeps hub test-class
 
 all: book
 
 # The virtual environment is rebuilt whenever requirements.txt changes. PIP_INDEX_OPTS
 # (default empty) passes index options to pip, e.g. PyTorch's CPU-only wheels (README).
-$(STAMP): requirements.txt
+$(STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(PIP_INDEX_OPTS) --upgrade pip
 	$(PY) -m pip install --quiet $(PIP_INDEX_OPTS) -r requirements.txt
+	$(PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps -r requirements-nodeps.txt
+	@# The course package itself, editable (its code stays this checkout's): its entry points,
+	@# e.g. the book's mime renderer for MyST-NB (pyproject.toml), need its metadata installed.
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . >$(VENV)/editable.log 2>&1 || \
+	  { cat $(VENV)/editable.log; exit 1; }
+	rm -rf build
 	$(PY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (ANDREA Block Lab)" >/dev/null
 	@# Kernels start in each notebook's own folder: make andrea_ref importable from anywhere.
 	$(PY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'andrea_block_lab.pth').write_text('$(CURDIR)\n')"
@@ -33,15 +41,26 @@ $(STAMP): requirements.txt
 
 venv: $(STAMP)
 
+# The ngshare exchange service's own environment (deploy/image/requirements-ngshare.txt: it
+# needs SQLAlchemy 1.x, the course SQLAlchemy 2), for tests/test_deploy_exchange.py.
+NGSHARE_VENV := .venv-ngshare
+NGSHARE_STAMP := $(NGSHARE_VENV)/.installed
+$(NGSHARE_STAMP): deploy/image/requirements-ngshare.txt
+	$(PYTHON) -m venv $(NGSHARE_VENV)
+	$(NGSHARE_VENV)/bin/python -m pip install --quiet $(PIP_INDEX_OPTS) -r $<
+	touch $@
+
 # Debian packages: Chromium for the browser tests; bubblewrap, prlimit and setpriv
-# (util-linux) and libseccomp2 for the grading sandbox; PostgreSQL for the gradebook test.
+# (util-linux) and libseccomp2 for the grading sandbox; PostgreSQL for the gradebook test;
+# runc and tini for the emulated grading pod (tests/test_deploy_grading_pod.py).
 sysdeps:
 	@{ command -v chromium && command -v bwrap && command -v prlimit && command -v setpriv && \
+	   command -v runc && command -v tini && \
 	   { command -v initdb || ls /usr/lib/postgresql/*/bin/initdb; } && \
 	   $(PYTHON) -c "import ctypes.util, sys; sys.exit(not ctypes.util.find_library('seccomp'))"; } >/dev/null 2>&1 || { \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && \
-	  $$SUDO apt-get install -y -qq chromium bubblewrap util-linux postgresql libseccomp2 >/dev/null; }
+	  $$SUDO apt-get install -y -qq chromium bubblewrap util-linux postgresql libseccomp2 runc tini >/dev/null; }
 
 # Regenerate exercises/ from solutions/ (records the assignments in gradebook.db). Refuses
 # to overwrite notebooks edited in exercises/ since the last release; FORCE=1 overwrites them.
@@ -57,6 +76,12 @@ grade: $(STAMP) sysdeps
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [WORKERS=n] [DB=url]" >&2; exit 2; }
 	$(PY) -m classroom.grade "$(SUBMISSIONS)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)")
 
+# A demo class (right, wrong, untouched, missing and hostile submissions) written into
+# _build/demo/ (or OUT=folder), graded by `python -m classroom.grade`; prints what to open
+# (classroom/demo.py).
+demo: $(STAMP) sysdeps
+	$(PY) -m classroom.demo $(if $(WORKERS),--workers $(WORKERS)) $(if $(OUT),--out "$(OUT)")
+
 # Debian packages the book needs: Graphviz (dot) draws its diagrams, npm vendors MathJax
 # and the Georgian web font once.
 bookdeps:
@@ -69,8 +94,12 @@ bookdeps:
 book: $(STAMP) bookdeps
 	$(PY) scripts/build_book.py
 
-test: $(STAMP) sysdeps book
+test: $(STAMP) $(NGSHARE_STAMP) sysdeps book
 	$(PY) -m pytest
+
+# The contributor's loop: the modules marked `fast` (pytest.ini), without their slow tests.
+test-fast: $(STAMP)
+	$(PY) -m pytest -m "fast and not slow"
 
 # Translators: extract the English text and merge it into every catalog (README,
 # "Translating the course"); new and changed messages then wait for a translation.
@@ -159,12 +188,13 @@ INSTRUCTOR ?= instructor
 # may run: the system's Python 3.11 (python3 and python3-venv), not one under root's home.
 HUB_PYTHON ?= /usr/bin/python3
 
-$(HUB_STAMP): requirements.txt hub/requirements.txt pyproject.toml setup.py
+$(HUB_STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt hub/requirements.txt pyproject.toml setup.py
 	@$(HUB_PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1 || { \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3 python3-venv >/dev/null; }
 	$(HUB_PYTHON) -m venv $(HUB_VENV)
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) -r requirements.txt -r hub/requirements.txt $(PIP_QUIET)
+	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps -r requirements-nodeps.txt $(PIP_QUIET)
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps --force-reinstall . $(PIP_QUIET)
 	rm -rf build
 	touch $@
@@ -177,12 +207,12 @@ hubdeps: $(HUB_STAMP) $(HUB_PROXY) sysdeps bookdeps
 
 # Run as root. INSTRUCTOR (default: instructor) is an existing OS user; learners log in
 # with their OS accounts (PAM) once added on the hub's admin page or in ANDREA_HUB_LEARNERS.
-hub: hubdeps
+hub: hubdeps book
 	$(HUB_PY) scripts/hub.py setup
 	$(HUB_PY) scripts/hub.py course $(INSTRUCTOR)
 	ANDREA_HUB_INSTRUCTORS=$${ANDREA_HUB_INSTRUCTORS:-$(INSTRUCTOR)} $(HUB_PY) scripts/hub.py run
 
-test-class: hubdeps
+test-class: hubdeps book
 	$(HUB_PY) -m pytest -p no:cacheprovider tests/test_class_hub.py
 
 clean:

@@ -34,8 +34,9 @@ c.OverwriteCells.add_missing_cells = True
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}
 c.ClearSolutions.text_stub = "YOUR ANSWER HERE"
 
-# Where learners read the course book. Feedback pages link to its chapters and typeset
-# their math with the MathJax it serves (vendored by `make book`; no CDN). Empty: the
-# book built on the grading machine (_build/html). A course that publishes its book sets
-# its address here, e.g. "https://courses.example.org/andrea-block-lab/".
+# Where learners read the course book (an http(s) address): feedback pages link to its
+# chapters there. Empty: each page ships a self-contained copy of the chapters it links,
+# made from the book built on the grading machine (_build/html); the grader says so once
+# per run. A course that publishes its book sets its address here, e.g.
+# "https://courses.example.org/andrea-block-lab/".
 c.CourseBook.url = ""

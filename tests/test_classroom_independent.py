@@ -22,7 +22,7 @@ from classroom.isolation import answers, uids, wire  # noqa: E402
 from classroom.isolation import bwrap as sandbox  # noqa: E402
 from classroom.orchestration import options  # noqa: E402
 from classroom.reporting import findings  # noqa: E402
-from classroom.scoring import plan, remote, verdicts  # noqa: E402
+from classroom.scoring import plan, remote, review, verdicts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -154,6 +154,20 @@ def test_an_unfinished_check_accuses_nobody(problem, status):
     assert "tampering suspected" in statuses and any("possible tampering" in ln for ln in lines)
 
 
+def test_a_grader_fault_holds_the_cell_and_accuses_nobody():
+    # the kernel passed the cell (10 points); the independent check broke on the grader's side
+    rec = {"status": "ok", "refused": [], "limits": [], "errors": [], "student": "s1", "assignment": "02_gelu",
+           "checks": {"gelu": {"review": [], "held": True, "faults": {"gelu_values": "FileNotFoundError at x.py:3: y"},
+                               "differs": [{"grade_id": "gelu_values", "kernel": 6.0, "independent": 0.0}]}}}
+    statuses, lines = findings.notebook_findings(rec, "gelu")
+    assert statuses[0] == "held for review" and "tampering suspected" not in statuses, statuses
+    assert any(ln.startswith("GRADER FAULT: cell gelu_values") and "FileNotFoundError" in ln for ln in lines)
+    assert not any("tamper" in ln.lower() for ln in lines), lines
+    assert review.held(rec) and review.stale(rec, {})  # never kept: the next run grades it again
+    del rec["checks"]["gelu"]["faults"]
+    assert not review.stale(rec, {})
+
+
 # ----------------------------------------------------------------------------- fingerprint
 def test_changing_a_check_changes_the_resume_fingerprint(tmp_path):
     repo = tmp_path / "repo"
@@ -190,6 +204,30 @@ def test_independent_verdicts_equal_the_catalogue(plans, host, student):
     assert v.score == case.expected_score()
     if case.feedback:
         assert any(case.feedback in c.message for c in v.cells.values())
+
+
+@pytest.mark.slow
+def test_a_check_broken_on_the_grader_side_is_held_not_scored(plans, host, monkeypatch):
+    """A check that raises in the grader (a missing data file, a bug) gives no verdict on the
+    answer: that cell is held, with where it broke, and the others are graded as ever."""
+    from andrea_ref import grading
+
+    def broken(fn, seed=0):
+        raise FileNotFoundError("andrea_ref/data/missing.txt")
+
+    monkeypatch.setattr(grading, "check_gelu_values", broken)
+    case = next(c for c in CASES if c.student == "gelu_solution")
+    sol, rel = _nbs(case.assignment)
+    v = verdicts.check_notebook(plans[case.assignment], json.loads(make_submission(case, rel, sol)), host,
+                                cell_timeout=20)
+    assert set(v.faults) == {"gelu_values"} and "FileNotFoundError" in v.faults["gelu_values"]
+    assert "test_classroom_independent.py" in v.faults["gelu_values"]  # where it broke
+    assert v.held and not v.review and v.cells["gelu_values"].score == 0.0
+    assert "says nothing about your code" in v.cells["gelu_values"].message
+    assert all(c.passed for g, c in v.cells.items() if g != "gelu_values")
+    assert v.score == case.expected_score() - v.cells["gelu_values"].points
+    v.accepted = True  # an acceptance grants what the checks gave: nothing for a broken check
+    assert v.held and v.cells["gelu_values"].score == 0.0
 
 
 @pytest.mark.slow

@@ -3,7 +3,8 @@
 A status is one of (most serious first): ``not submitted``, ``failed``, ``timed out``,
 ``limit hit: <which>``, ``tampering suspected``, ``held for review`` (its code reaches
 for machinery, or its answer server refused something: the evidence is listed, the points
-withheld until ``--accept``), ``files refused``, ``untouched``, ``graded``; :func:`notebook_findings` gives all that apply, most serious first (plus the
+withheld until ``--accept``; or a check broke on the grader's side, a grader fault: the
+points withheld until it is fixed and graded again), ``files refused``, ``untouched``, ``graded``; :func:`notebook_findings` gives all that apply, most serious first (plus the
 notes ``probe suspected`` and ``locked cells edited``), and the lines that say why.
 Every report, the progress bar (:func:`record_status`) and the class view use these
 words. Every piece of text that a learner's code or files could have produced passes
@@ -66,9 +67,17 @@ def notebook_findings(record: dict, notebook: str) -> tuple[list[str], list[str]
     # The independent check stopped short (its answer server died or ran out of time) with no
     # evidence against the answer: a higher score in the notebook is unconfirmed, not forged.
     incomplete = bool(check.get("problem")) and not check.get("review")
+    faults = check.get("faults") or {}
+    for gid, what in faults.items():
+        statuses.append("held for review")
+        lines.append(f"GRADER FAULT: cell {textsafe.line(gid, 80)}: its check broke on the grader's side "
+                     f"({textsafe.line(what, 300)}), not in the learner's code; its points are withheld: fix the "
+                     "grader, then grade again (--force regrades every submission)")
     for d in check.get("differs", []):
         gid = textsafe.line(d.get("grade_id", ""), 80)
         higher = disagreement(d.get("kernel"), d.get("independent")) == KERNEL_HIGHER
+        if d.get("grade_id") in faults:
+            continue  # no verdict on the answer: said above, nobody accused
         if higher and incomplete:
             if check["problem"] != "timed out":
                 statuses.append("failed")

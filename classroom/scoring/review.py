@@ -55,10 +55,14 @@ def held(record) -> bool:
 
 
 def stale(record, decisions: dict) -> bool:
-    """Whether a graded record no longer matches the instructor's decision about it (it
-    was held and is now accepted, or was accepted and no longer is): it is graded again."""
+    """Whether a graded record is graded again: it no longer matches the instructor's
+    decision about it (it was held and is now accepted, or was accepted and no longer
+    is), or a check broke on the grader's side when it was graded (a grader fault is
+    never kept as a result)."""
     get = record.get if isinstance(record, dict) else (lambda k: getattr(record, k))
     checks = get("checks") or {}
+    if any(isinstance(c, dict) and c.get("faults") for c in checks.values()):
+        return True
     was_accepted = any(isinstance(c, dict) and c.get("accepted") for c in checks.values())
     was_held = any(isinstance(c, dict) and c.get("held") for c in checks.values())
     now = accepted(decisions, get("student"), get("assignment"), get("digest"))

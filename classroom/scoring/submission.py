@@ -59,6 +59,7 @@ def check_submission(record: SubmissionRecord, submitted: dict, plans: dict[str,
                                "locked_changes": v.locked_changes, "differs": [],
                                "answer_errors": v.answer_errors, "seconds": v.seconds,
                                "review": v.review, "held": v.held, "accepted": bool(v.review and v.accepted),
+                               "faults": v.faults,
                                "shortcuts": v.shortcuts,
                                "messages": {g: c.message[:2000] for g, c in v.cells.items() if not c.passed}}
     return verdicts
@@ -110,12 +111,16 @@ def _review_marks(gb: Gradebook, snb, v: NotebookVerdict, plan: dict, record: Su
     """Flag a notebook held for review and say why (or that it was accepted) in the
     comment of its answer cell."""
     snb.flagged = v.held
-    if not v.review:
+    if not v.review and not v.faults:
         return
-    text = ("Held for review, its points withheld (python -m classroom.grade ... --accept "
-            f"{record.student}/{record.assignment} grants them): " if v.held else
-            "Held for review, then accepted by the instructor (the checks' points stand): ")
-    text += " | ".join(v.review[:10])
+    parts = [f"cell {gid}: the check broke on the grader's side ({what}); fix it and grade again"
+             for gid, what in v.faults.items()]
+    if v.review:
+        parts.append(("Held for review, its points withheld (python -m classroom.grade ... --accept "
+                      f"{record.student}/{record.assignment} grants them): " if not v.accepted else
+                      "Held for review, then accepted by the instructor (the checks' points stand): ")
+                     + " | ".join(v.review[:10]))
+    text = " | ".join(parts)
     for cell in plan.get("solutions") or {}:
         try:
             gb.find_comment(cell, snb.name, record.assignment, record.student).auto_comment = text[:4000]

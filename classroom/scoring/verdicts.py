@@ -34,7 +34,9 @@ import contextlib
 import copy
 import io
 import time
+import traceback
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from andrea_ref import grading
 from andrea_ref.grading import _core
@@ -61,6 +63,7 @@ class CellVerdict:
     shown: list[str] = field(default_factory=list)  # a failure as the notebook shows it
     checked: bool | None = None  # the checks' own verdict (None: as ``passed``)
     rule: str | None = None  # points.SHORTCUT, HELD or ACCEPTED
+    fault: str | None = None  # the check itself raised, in the grader: no verdict on the answer
 
     @property
     def score(self) -> float:
@@ -90,8 +93,16 @@ class NotebookVerdict:
         return total(c.score for c in self.cells.values())
 
     @property
+    def faults(self) -> dict[str, str]:
+        """The cells whose check failed on the grader's side ({grade_id: what it raised})."""
+        return {g: c.fault for g, c in self.cells.items() if c.fault}
+
+    @property
     def held(self) -> bool:
-        return bool(self.review) and not self.accepted
+        """Points withheld until someone looks: evidence against the answer not yet
+        accepted, or a check that broke on the grader's side (never accepted: it is
+        fixed and graded again)."""
+        return bool(self.faults) or (bool(self.review) and not self.accepted)
 
 
 class _Server:
@@ -234,7 +245,7 @@ def _apply_rules(plan: dict, verdict: NotebookVerdict, runs, found) -> None:
     rule_text = gettext(plan.get("forbidden", {}).get("what") or "")
     for k, (gid, _cells) in enumerate(runs):
         cv = verdict.cells.get(gid)
-        if cv is None or not graded[gid].get("shortcut", True):
+        if cv is None or cv.fault or not graded[gid].get("shortcut", True):
             continue
         hits = found.shortcuts.get(k) or []
         if hits:
@@ -273,14 +284,32 @@ def _run_cell(g: dict, proxy: RemoteFunction) -> CellVerdict:
                 getattr(grading, check)(proxy, **kwargs)
         except AssertionError as exc:
             return CellVerdict(g["grade_id"], g["points"], False, str(exc), lines, grading.failure_lines(exc))
-        except Exception as exc:  # noqa: BLE001 - a broken reply must not stop the class
-            return CellVerdict(g["grade_id"], g["points"], False,
-                               f"The check could not be completed ({type(exc).__name__}).", lines)
+        except Exception as exc:  # noqa: BLE001 - a broken check must not stop the class
+            return _fault(g, exc, lines)
         finally:
             lines += [ln for ln in out.getvalue().splitlines() if ln.strip()]
         if proxy.over_budget:
             return CellVerdict(g["grade_id"], g["points"], False, "", lines)
     return CellVerdict(g["grade_id"], g["points"], True, "", lines)
+
+
+def _fault(g: dict, exc: Exception, lines: list[str]) -> CellVerdict:
+    """A check that raised something other than its verdict (an AssertionError).
+
+    Everything the learner's function does reaches the checks as an outcome
+    (:class:`~classroom.scoring.remote.RemoteFunction` turns a stopped server, a time-out
+    or a garbled reply into one; ``andrea_ref.grading`` turns outcomes into verdicts), so
+    an exception here broke in the grader: a missing file, a bug in a check. It is no
+    verdict on the answer: the cell's points are held, the learner is told it is not
+    their code, and the instructor sees where it broke."""
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+    fault = f"{type(exc).__name__}{at}: {str(exc)[:300]}"
+    text = _("This cell was not graded: its check stopped with an error on the grader's side ({error}), "
+             "which says nothing about your code. Your instructor will see it; until it is fixed and the "
+             "notebook graded again, this cell earns no points.").format(error=type(exc).__name__)
+    return CellVerdict(g["grade_id"], g["points"], False, text, lines, grading.failure_lines(AssertionError(text)),
+                       checked=False, rule=HELD, fault=fault)
 
 
 def verdict_outputs(cv: CellVerdict) -> list[dict]:

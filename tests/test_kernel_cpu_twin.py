@@ -68,6 +68,9 @@ def test_cold_build_status(twin):
     assert twin.build_dir and os.path.isdir(twin.build_dir)
     assert "CPU twin" in twin.reason
     assert kernels.status().backend == "cpu-twin"
+    # a second call in the same process finds the library loaded and compiles nothing
+    again = kernels.load()
+    assert not again.compiled_now and (again.backend, again.build_dir) == (twin.backend, twin.build_dir)
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, FP32), (torch.float64, FP64)])

@@ -101,7 +101,8 @@ class KernelStatus:
     variant: the tanh variant asked for: ``auto``, ``precise`` or ``fast``.
     reason: one sentence a person can act on.
     build_dir: where the library lives (None when nothing was built or loaded).
-    compiled_now: True if this process compiled the library (a cold build).
+    compiled_now: True if this call compiled the library (a cold build); a later call in
+        the same process finds it loaded and says False.
     """
 
     backend: str
@@ -547,7 +548,9 @@ class KernelLoader:
         with self._lock:
             if self._status is None:
                 self._status = self._load()
-            return self._status
+                return self._status
+            # the library is loaded already: this call compiled nothing
+            return dataclasses.replace(self._status, compiled_now=False)
 
     def _load(self) -> KernelStatus:
         if self.mode == "off":

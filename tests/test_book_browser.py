@@ -668,6 +668,31 @@ def test_each_edition_is_in_its_language(server, browser_context):
     assert not problems, "\n".join(problems)
 
 
+def test_the_themes_own_english_labels_are_translated(server, browser_context):
+    """The accessible names the themes write in English in their own code (the primary
+    navigation, the print table of contents, the toggle buttons of folded solutions) read
+    in the edition's language once the page has loaded, in every page of it."""
+    from babel.messages.pofile import read_po
+    context, _ = browser_context
+    labels = ("Main", "Page", "Toggle hidden content")
+    problems = []
+    for edition in ("de", "ka"):
+        with (ROOT / "book" / "locales" / edition / "LC_MESSAGES" / "booktheme.po").open("rb") as f:
+            words = {m.id: m.string for m in read_po(f) if m.id in labels}
+        assert set(words) == set(labels) and all(words.values()), (edition, words)
+        seen = set()
+        for rel in _edition_pages(edition + "/"):
+            page = context.new_page()
+            page.goto(server + edition + "/" + rel, wait_until="load")
+            names = page.evaluate("() => [...document.querySelectorAll('[aria-label]')]"
+                                  ".map(e => e.getAttribute('aria-label'))")
+            page.close()
+            problems += [f"{edition}/{rel}: aria-label {n!r}" for n in names if n in labels]
+            seen |= {n for n in names if n in words.values()}
+        assert seen == set(words.values()), (edition, set(words.values()) - seen)  # each met somewhere
+    assert not problems, "\n".join(problems)
+
+
 def test_language_menu_opens_the_same_page_in_every_edition(server, browser_context):
     context, _ = browser_context
     problems = []

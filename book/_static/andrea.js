@@ -30,7 +30,23 @@
       }
     });
   }
+  /* Names the themes write in English in their own code (the book's extension lists them,
+     HARD_CODED_LABELS in book/_ext/andrea_book/editions.py, and gives each edition's words
+     from its catalog as window.andreaLabels). */
+  function translateLabels() {
+    var words = window.andreaLabels;
+    if (!words) {
+      return;
+    }
+    document.querySelectorAll("[aria-label]").forEach(function (el) {
+      var label = el.getAttribute("aria-label");
+      if (Object.prototype.hasOwnProperty.call(words, label)) {
+        el.setAttribute("aria-label", words[label]);
+      }
+    });
+  }
   function afterMath() {
+    translateLabels();
     nameByContent();
     update();
     if (window.MathJax && MathJax.startup && MathJax.startup.promise) {

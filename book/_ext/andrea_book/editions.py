@@ -142,6 +142,27 @@ def _search_text(app, pagename, templatename, context, doctree):
         context["theme_search_bar_text"] = str(get_translation(THEME_CATALOGS[0])(text))
 
 
+# Accessible names the themes write in English in their own code, never through a catalog:
+# the Sphinx Book Theme's primary navigation and its print-only table of contents
+# (templates), and sphinx-togglebutton's buttons (made by its script). Their words live in
+# booktheme.po beside the theme's others; book/_static/andrea.js puts them in each page.
+HARD_CODED_LABELS = ("Main", "Page", "Toggle hidden content")
+
+
+def _hard_coded_labels(app):
+    """Give andrea.js the edition's words for :data:`HARD_CODED_LABELS` (none in English)."""
+    if edition_language(app.config) == "en":
+        return
+    import json
+
+    from sphinx.locale import get_translation
+    words = get_translation(THEME_CATALOGS[0])
+    table = {label: str(words(label)) for label in HARD_CODED_LABELS}
+    table = {k: v for k, v in table.items() if v != k}
+    if table:
+        app.add_js_file(None, body=f"window.andreaLabels = {json.dumps(table, ensure_ascii=False)};")
+
+
 def edition_url(pagename: str, current: str, target: str) -> str:
     """The relative address of `pagename` in edition `target`, seen from edition `current`.
 
@@ -184,6 +205,7 @@ def setup(app):
     app.add_config_value("andrea_editions", None, "html")  # the editions the site is built with (default: all)
     app.connect("config-inited", _theme_catalogs)
     app.connect("config-inited", _add_language_menu)
+    app.connect("builder-inited", _hard_coded_labels)
     app.connect("html-page-context", _search_text)
     app.connect("html-page-context", _language_links)
     app.add_transform(TranslateGraphviz)

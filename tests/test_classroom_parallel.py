@@ -91,7 +91,10 @@ def graded(tmp_path_factory):
     out, db = tmp / "out", tmp / "course.db"
     cmd = [sys.executable, "-m", "classroom.grade", str(subs.parent), "--workers", "2", "--out", str(out),
            "--db", f"sqlite:///{db}", "--no-progress"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Ctrl-C at a terminal: SIGINT as a foreground process gets it (a run of the tests started in
+    # the background, `make test &`, would hand the grader SIGINT ignored, and Python keeps it so)
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(list(out.glob("state/*/*.json"))) < 4:
         time.sleep(0.2)

@@ -136,7 +136,6 @@ def oci_config(pod: dict, container: dict, *, process_args: list[str], env: dict
         {"destination": "/sys/fs/cgroup", "type": "cgroup", "source": "cgroup",
          "options": ["nosuid", "noexec", "nodev", "relatime"] + ro_sys},
     ]
-    fixed = len(mounts)  # the runtime's own file systems, first
     for dest, source in ro_binds.items():
         mounts.append({"destination": dest, "type": "bind", "source": str(source), "options": ["rbind", "ro"]})
     by_name = {v["name"]: v for v in pod.get("volumes", [])}
@@ -151,9 +150,6 @@ def oci_config(pod: dict, container: dict, *, process_args: list[str], env: dict
         else:
             mounts.append({"destination": dest, "type": "bind", "source": str(host),
                            "options": ["rbind"] + (["ro"] if vm.get("readOnly") else ["rw"])})
-    # the image's files and the volumes, a parent before anything below it (an emptyDir at
-    # /tmp must not hide a checkout that lives below /tmp, which stands for the image here)
-    mounts[fixed:] = sorted(mounts[fixed:], key=lambda m: len(Path(m["destination"]).parts))
     namespaces = [{"type": t} for t in ("pid", "ipc", "uts", "mount", "network", "cgroup")]
     linux: dict = {
         "namespaces": namespaces + ([{"type": "user"}] if userns else []),

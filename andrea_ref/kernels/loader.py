@@ -549,8 +549,11 @@ class KernelLoader:
             if self._status is None:
                 self._status = self._load()
                 return self._status
-            # the library is loaded already: this call compiled nothing
-            return dataclasses.replace(self._status, compiled_now=False)
+            # the library is loaded already: this call compiled nothing (the status the
+            # first call returned, as it is, unless that call compiled)
+            if self._status.compiled_now:
+                self._status = dataclasses.replace(self._status, compiled_now=False)
+            return self._status
 
     def _load(self) -> KernelStatus:
         if self.mode == "off":

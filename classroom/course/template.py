@@ -20,6 +20,7 @@ from nbgrader.api import Gradebook
 from andrea_ref.grading.course import generate_assignments, venv_bin_on_path
 from andrea_ref.grading.manifest import ManifestError, load
 
+from ..execution.autograde import alembic_head_in_process
 from ..scoring.plan import write_plans
 from .snapshot import CODE_ROOT, Snapshot, take
 
@@ -52,7 +53,11 @@ def make_template(out: Path, course: Snapshot | None = None) -> Template:
                 for name in names:
                     shutil.copytree(course.root / "solutions" / name, work / "solutions" / name,
                                     ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-                generate_assignments(work, names)
+                # the gradebook made here, so that nbgrader finds it made; then one nbgrader
+                # process for every assignment (``*``: every folder copied above), not one each
+                alembic_head_in_process()
+                Gradebook(f"sqlite:///{work / 'gradebook.db'}").close()
+                generate_assignments(work, ("*",))
             except (ManifestError, RuntimeError) as exc:
                 raise SystemExit(str(exc)) from None
             shutil.copy(work / "gradebook.db", gb)

@@ -67,6 +67,25 @@ def share_gradebook_engines() -> None:
     gradebook_api.create_engine = create_engine
 
 
+def alembic_head_in_process() -> None:
+    """nbgrader stamps each gradebook it creates with the alembic revision of its schema,
+    which it learns by running the ``alembic`` program (``alembic heads``: a new Python
+    process, about 2 s on a small machine, paid by every run for its course gradebook and
+    its template). The same revision is read here, once, from nbgrader's own migration
+    scripts with alembic's Python API, and nbgrader's API in this process uses it."""
+    if getattr(gradebook_api.get_alembic_version, "in_process", False):
+        return
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory(str(Path(gradebook_api.__file__).with_name("alembic"))).get_current_head()
+
+    def get_alembic_version() -> str:
+        return head
+
+    get_alembic_version.in_process = True
+    gradebook_api.get_alembic_version = get_alembic_version
+
+
 def nbgrader_api(config, wdir: Path, isolation: WorkerIsolation, *, timeout: float | None,
                  max_output: int) -> NbGraderAPI:
     """nbgrader for the course folder ``wdir`` (``config``: the course's nbgrader_config)."""

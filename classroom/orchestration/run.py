@@ -15,6 +15,7 @@ from .. import dburl, textsafe
 from ..course import snapshot
 from ..course.snapshot import CODE_ROOT, DEFAULT_OUT
 from ..course.template import make_template
+from ..execution.autograde import alembic_head_in_process
 from ..intake import NothingToGrade, Submission, collect
 from ..intake.release import refuse_foreign, released_notebooks
 from ..isolation.bubblewrap import BubblewrapBackend
@@ -81,6 +82,7 @@ def run(submissions: Path, *, workers: int | None = None, db_url: str | None = N
     shown = dburl.shown(db_url)
     out.mkdir(parents=True, exist_ok=True)
     venv_bin_on_path()
+    alembic_head_in_process()  # a new gradebook's schema revision, without an alembic process
     options = Options(workers=workers, timeout=timeout, deadline=deadline, limits=limits or Limits(),
                       uid_base=uid_base, max_output=max_output, grader_memory=grader_memory, zygote=zygote,
                       lease=lease).check()

@@ -41,6 +41,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 POT_DIR = ROOT / "_build" / "gettext"
 PACKAGE_POT_DIR = ROOT / "_build" / "gettext-package"
 from book_edition import EDITIONS  # noqa: E402
+from build_book import EXTRA  # noqa: E402
 
 TRANSLATED = EDITIONS[1:]
 KEYWORDS = {"_": None, "N_": None}
@@ -106,6 +107,9 @@ def figure_messages():
 def extract() -> None:
     shutil.rmtree(POT_DIR, ignore_errors=True)
     shutil.rmtree(PACKAGE_POT_DIR, ignore_errors=True)
+    # the book's html_extra_path, filled by `make book`; the gettext build only needs it to
+    # exist (its warnings are errors), so that a checkout that never built the book works too
+    EXTRA.mkdir(parents=True, exist_ok=True)
     rc = subprocess.run([sys.executable, str(ROOT / "scripts" / "book_edition.py"),
                          "gettext", "en", str(POT_DIR)]).returncode
     if rc:

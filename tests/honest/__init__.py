@@ -153,6 +153,13 @@ HABITS = [
         "from andrea_ref import Block, ModelConfig\ncfg = ModelConfig(name='t', n_layer=1, n_head=2, d_model=8)\n"
         "ref = Block(cfg)\np = {k: v.detach() for k, v in ref.named_parameters()}\nx = torch.randn(1, 3, 8)\n"
         "with torch.no_grad():\n    print(torch.allclose(block(x, p, 2), ref(x), atol=1e-5))\n"]),
+    # the notebook's own diff-trace, called again on the learner's own parameters (so the cell
+    # differs from the release and runs in the answer server too)
+    Habit("own_diff_trace", "04_block", after=[
+        "from andrea_ref import Block, ModelConfig\nfrom andrea_ref.difftrace import diff_trace\n"
+        "torch.manual_seed(7)\ncfg = ModelConfig(name='t', n_layer=1, n_head=2, d_model=8)\n"
+        "mine = {k: torch.randn_like(v) for k, v in Block(cfg).named_parameters()}\n"
+        "print(diff_trace(block, mine, torch.randn(2, 3, 8), n_head=2))\n"]),
     Habit("cells_run_out_of_order", "02_gelu", change=_out_of_order),
     Habit("seeds", "02_gelu", before=[
         "import random\nimport numpy as np\ntorch.manual_seed(0)\nrandom.seed(0)\nnp.random.seed(0)\n"]),

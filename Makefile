@@ -18,7 +18,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps bookdeps book catalogs test test-fast test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade demo hubdeps hub test-class
+.PHONY: all venv sysdeps bookdeps mathdeps book catalogs test test-fast test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade demo hubdeps hub test-class
 
 all: book
 
@@ -72,15 +72,20 @@ instructor: $(STAMP)
 	$(PY) -m classroom.instructor_book
 
 # Grade a class: make grade SUBMISSIONS=folder-or-zip [WORKERS=n] [DB=url]
-grade: $(STAMP) sysdeps
+grade: $(STAMP) sysdeps mathdeps
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make grade SUBMISSIONS=folder-or-zip [WORKERS=n] [DB=url]" >&2; exit 2; }
 	$(PY) -m classroom.grade "$(SUBMISSIONS)" $(if $(WORKERS),--workers $(WORKERS)) $(if $(DB),--db "$(DB)")
 
 # A demo class (right, wrong, untouched, missing and hostile submissions) written into
 # _build/demo/ (or OUT=folder), graded by `python -m classroom.grade`; prints what to open
 # (classroom/demo.py).
-demo: $(STAMP) sysdeps
+demo: $(STAMP) sysdeps mathdeps
 	$(PY) -m classroom.demo $(if $(WORKERS),--workers $(WORKERS)) $(if $(OUT),--out "$(OUT)")
+
+# MathJax for Node (the book's version), with which the grader typesets the math of feedback
+# pages as it writes them (classroom/reporting/mathsvg.py): once, into book/_vendor/node.
+mathdeps: $(STAMP) bookdeps
+	$(PY) -c "from classroom.reporting import mathsvg; mathsvg.vendor()"
 
 # Debian packages the book needs: Graphviz (dot) draws its diagrams, npm vendors MathJax
 # and the Georgian web font once.

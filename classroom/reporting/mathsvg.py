@@ -91,7 +91,7 @@ def unavailable() -> str | None:
     if shutil.which("node") is None:
         return "Node.js is not installed (Debian: apt-get install nodejs)"
     if vendored_version() is None or not (NODE_MODULES / "mathjax-full" / "js" / "mathjax.js").is_file():
-        return "MathJax for Node is not vendored (make book vendors it)"
+        return "MathJax for Node is not vendored (`make mathdeps` vendors it; `make book`, `make grade` and `make demo` do too)"
     return None
 
 

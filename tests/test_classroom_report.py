@@ -152,6 +152,25 @@ def test_the_class_view_offline_in_chromium(graded, browser, tmp_path, monkeypat
         rated = page.eval_on_selector_all(
             "tr.property", "rs => rs.map(r => r.cells[0].innerText + '/' + r.cells[1].innerText)")
         assert rated == ["02_gelu/gelu_shape", "02_gelu/gelu_values", "02_gelu/gelu_extremes"], rated
+        # a score chart for the assignment handed in, drawn inline
+        assert page.eval_on_selector_all("figure.chart", "fs => fs.map(f => f.id)") == ["scores-02_gelu"]
+        assert page.eval_on_selector_all("figure.chart svg", "ss => ss.length") == 1
+        # the erf learner's likely mistake, counted once and named with who made it
+        mistakes = page.eval_on_selector_all(
+            "tr.mistake", "rs => rs.map(r => [r.querySelector('.count').innerText, r.cells[3].innerText])")
+        assert ["1", "gelu_erf"] in mistakes, mistakes
+        assert all("gelu_solution" not in who for _, who in mistakes), mistakes
+        # the learner to look at: the untouched notebook (and not the right one)
+        look = page.eval_on_selector_all("tr.look td.learner", "ts => ts.map(t => t.innerText)")
+        assert "gelu_untouched" in look and "gelu_solution" not in look, look
+        # per-learner totals: the points grades.csv holds, written the edition's way
+        totals = dict(page.eval_on_selector_all(
+            "tr.learner-total", "rs => rs.map(r => [r.querySelector('.learner').innerText, "
+                                "r.querySelector('.total').innerText])"))
+        grades = _grades(graded["out"])
+        assert set(totals) == set(grades), totals
+        for student, score in grades.items():
+            assert float(totals[student].split("/")[0].strip().replace(",", ".")) == score, (student, totals)
         links = page.eval_on_selector_all("a[href]", "as => as.map(a => a.getAttribute('href'))")
         assert links and all(h.startswith("feedback/") for h in links), links
         assert all((graded["out"] / h).is_file() for h in links), links  # no dead link

@@ -83,6 +83,7 @@ def alembic_head_in_process() -> None:
         return head
 
     get_alembic_version.in_process = True
+    get_alembic_version.nbgrader = gradebook_api.get_alembic_version  # nbgrader's own, for comparison
     gradebook_api.get_alembic_version = get_alembic_version
 
 

@@ -5,37 +5,24 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from andrea_ref.grading.manifest import load
+from grading_submissions import CASES
+from honest import BLOCK as RIGHT  # a correct block
 
 pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[1]
 BLOCK = next(a for a in load() if a.name == "04_block")
 
-RIGHT = textwrap.dedent("""\
-    def block(x, params, n_head):
-        p = params
-        attn = [p[f"attn.{n}"] for n in ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")]
-        h = x + causal_self_attention(layer_norm(x, p["ln_1.gamma"], p["ln_1.beta"]), *attn, n_head)
-        return h + mlp(layer_norm(h, p["ln_2.gamma"], p["ln_2.beta"]), p["mlp.w1"], p["mlp.b1"],
-                       p["mlp.w2"], p["mlp.b2"])
-    """)
-# the second LayerNorm given the first one's gain and shift: right up to ln_2's output
-LN_1_TWICE = RIGHT.replace('p["ln_2.gamma"], p["ln_2.beta"]', 'p["ln_1.gamma"], p["ln_1.beta"]')
-# post-norm wiring: the first LayerNorm reads x + attention(x)
-POST_NORM = textwrap.dedent("""\
-    def block(x, params, n_head):
-        p = params
-        attn = [p[f"attn.{n}"] for n in ("w_q", "b_q", "w_k", "b_k", "w_v", "b_v", "w_o", "b_o")]
-        h = layer_norm(x + causal_self_attention(x, *attn, n_head), p["ln_1.gamma"], p["ln_1.beta"])
-        return layer_norm(h + mlp(h, p["mlp.w1"], p["mlp.b1"], p["mlp.w2"], p["mlp.b2"]),
-                          p["ln_2.gamma"], p["ln_2.beta"])
-    """)
+# the wrong blocks of the graded catalogue, each with the step where it first parts from the reference
+WRONG = {c.student: c.source for c in CASES if c.assignment == BLOCK.name}
+FIRST_WRONG_STEP = {"block_shared_norm": "ln_2.out",  # ln_2 given ln_1's gain and shift
+                    "block_post_norm": "ln_1.in",  # the first LayerNorm reads x + attention(x)
+                    "block_no_residual": "ln_2.in"}  # attention right, its residual missing
 
 
 def _released_cells() -> list[str]:
@@ -64,7 +51,7 @@ def test_a_right_block_agrees_at_every_step():
     assert "block.out" in text.splitlines()[-1]
 
 
-@pytest.mark.parametrize("answer, step", [(LN_1_TWICE, "ln_2.out"), (POST_NORM, "ln_1.in")])
-def test_a_wrong_block_is_traced_to_its_first_wrong_step(answer, step):
-    text = _trace_output(answer)
-    assert f'First difference: step "{step}"' in text, text
+@pytest.mark.parametrize("student", sorted(FIRST_WRONG_STEP))
+def test_a_wrong_block_is_traced_to_its_first_wrong_step(student):
+    text = _trace_output(WRONG[student])
+    assert f'First difference: step "{FIRST_WRONG_STEP[student]}"' in text, text

@@ -3,7 +3,7 @@
     andrea-lab                       # in the kit's folder (or python -m andrea_lab)
     andrea-lab --lang de             # the German notebooks (ka: Georgian); default $ANDREA_LANG or English
     andrea-lab -- --port 8890        # anything after -- goes to JupyterLab
-    andrea-lab validate notebooks/01_layernorm/layernorm.ipynb
+    andrea-lab validate notebooks/02_layernorm/layernorm.ipynb
 
 The kit is found from the working folder (or one above it), or as the folder that holds
 the environment this runs in (``<kit>/.venv``); ``--kit DIR`` names it. JupyterLab serves

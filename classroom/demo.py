@@ -36,7 +36,7 @@ from andrea_ref.grading.course import venv_bin_on_path
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = ROOT / "_build" / "demo"
-NOTEBOOKS = {"01_layernorm": ("layernorm.ipynb", "layer_norm"), "02_gelu": ("gelu.ipynb", "gelu")}
+NOTEBOOKS = {"02_layernorm": ("layernorm.ipynb", "layer_norm"), "03_gelu": ("gelu.ipynb", "gelu")}
 
 LN_RIGHT = ("def layer_norm(x, gamma, beta, eps=1e-5):\n"
             "    mean = x.mean(dim=-1, keepdim=True)\n"
@@ -58,11 +58,11 @@ GELU_HOSTILE = ("from andrea_ref import grading as _g\n"
                 "    return x\n")
 # learner: {assignment: the answer (None: the released notebook as it is)}
 CLASS = {
-    "ada": {"01_layernorm": LN_RIGHT, "02_gelu": GELU_RIGHT},
-    "ben": {"01_layernorm": LN_UNBIASED, "02_gelu": GELU_ERF},
-    "cleo": {"01_layernorm": None, "02_gelu": None},
-    "dan": {"01_layernorm": LN_RIGHT},
-    "eve": {"02_gelu": GELU_HOSTILE},
+    "ada": {"02_layernorm": LN_RIGHT, "03_gelu": GELU_RIGHT},
+    "ben": {"02_layernorm": LN_UNBIASED, "03_gelu": GELU_ERF},
+    "cleo": {"02_layernorm": None, "03_gelu": None},
+    "dan": {"02_layernorm": LN_RIGHT},
+    "eve": {"03_gelu": GELU_HOSTILE},
 }
 ON_THE_LIST_ONLY = ("fay",)
 
@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     if rc != 0:
         print(f"the grader exited with status {rc}: see its messages above", file=sys.stderr)
         return rc
-    page = grading / "feedback" / "ben" / "02_gelu" / "gelu.html"
+    page = grading / "feedback" / "ben" / "03_gelu" / "gelu.html"
     print("\nOpen in a browser:\n"
           f"  the class view:         {grading / 'report.html'}\n"
           f"  a learner's feedback:   {page}\n"

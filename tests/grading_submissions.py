@@ -49,7 +49,7 @@ def _ln(body: str, head: str = "") -> str:
     return head + "def layer_norm(x, gamma, beta, eps=1e-5):\n" + body
 
 
-LN = "01_layernorm"
+LN = "02_layernorm"
 LAYERNORM = [
     Case(LN, "ln_solution", None),
     Case(LN, "ln_untouched", "", ALL, "not written yet"),
@@ -163,7 +163,7 @@ def _gelu(body: str, head: str = "") -> str:
     return head + "def gelu(x):\n" + body
 
 
-GE = "02_gelu"
+GE = "03_gelu"
 GELU = [
     Case(GE, "gelu_solution", None),
     Case(GE, "gelu_untouched", "", ALL, "not written yet"),
@@ -242,7 +242,7 @@ def _mlp(body: str, head: str = "") -> str:
     return head + "def mlp(x, w1, b1, w2, b2):\n" + body
 
 
-ML = "03_mlp"
+ML = "04_mlp"
 MLP = [
     Case(ML, "mlp_solution", None),
     Case(ML, "mlp_untouched", "", ALL, "not written yet"),
@@ -302,7 +302,7 @@ def _block(body: str, head: str = "") -> str:
     return _PIECES + head + "def block(x, params, n_head):\n    p = params\n" + body
 
 
-BL = "04_block"
+BL = "01_block"
 BLOCK = [
     Case(BL, "block_solution", None),
     Case(BL, "block_untouched", "", ALL, "not written yet"),

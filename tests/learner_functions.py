@@ -17,18 +17,18 @@ from andrea_ref.layernorm import layer_norm as provided_layer_norm
 from andrea_ref.mlp import mlp as provided_mlp
 
 CHECKS = {
-    "01_layernorm": {"ln_shape": grading.check_layer_norm_shape,
+    "02_layernorm": {"ln_shape": grading.check_layer_norm_shape,
                      "ln_normalise": grading.check_layer_norm_normalises,
                      "ln_affine": grading.check_layer_norm_affine,
                      "ln_eps": grading.check_layer_norm_eps},
-    "02_gelu": {"gelu_shape": grading.check_gelu_shape,
+    "03_gelu": {"gelu_shape": grading.check_gelu_shape,
                 "gelu_values": grading.check_gelu_values,
                 "gelu_extremes": grading.check_gelu_extremes},
-    "03_mlp": {"mlp_shape": grading.check_mlp_shape,
+    "04_mlp": {"mlp_shape": grading.check_mlp_shape,
                "mlp_layout": grading.check_mlp_layout,
                "mlp_activation": grading.check_mlp_activation,
                "mlp_bias": grading.check_mlp_bias},
-    "04_block": {"block_shape": grading.check_block_shape,
+    "01_block": {"block_shape": grading.check_block_shape,
                  "block_residual": grading.check_block_residual,
                  "block_norms": grading.check_block_norms,
                  "block_values": grading.check_block_values},
@@ -38,9 +38,9 @@ CHECKS = {
 def namespace(assignment):
     """What the notebook's locked setup cell defines."""
     ns = {"torch": torch, "math": math, "grading": grading}
-    if assignment == "03_mlp":
+    if assignment == "04_mlp":
         ns["gelu"] = provided_gelu
-    if assignment == "04_block":
+    if assignment == "01_block":
         ns.update(layer_norm=provided_layer_norm, causal_self_attention=causal_self_attention,
                   mlp=provided_mlp)
     return ns

@@ -16,7 +16,7 @@ from honest import BLOCK as RIGHT  # a correct block
 pytestmark = pytest.mark.fast
 
 ROOT = Path(__file__).resolve().parents[1]
-BLOCK = next(a for a in load() if a.name == "04_block")
+BLOCK = next(a for a in load() if a.name == "01_block")
 
 # the wrong blocks of the graded catalogue, each with the step where it first parts from the reference
 WRONG = {c.student: c.source for c in CASES if c.assignment == BLOCK.name}

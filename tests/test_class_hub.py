@@ -9,7 +9,7 @@ uses PAM or its institution's login).
 
 1. The test creates an instructor and two learners as OS users (private homes).
 2. The instructor's course folder is prepared (``scripts/hub.py course``) and the
-   instructor releases ``01_layernorm`` with ``nbgrader release_assignment``, run as the
+   instructor releases ``02_layernorm`` with ``nbgrader release_assignment``, run as the
    instructor's OS user; the instructor logs in and is offered every nbgrader tool, and
    the Formgrader lists the course's assignments, this one as released.
 3. Each learner logs in in headless Chromium, opens Nbgrader -> Assignment List (no
@@ -55,7 +55,7 @@ if Path(sys.prefix).name != ".venv-hub":  # the course's own environment has Jup
 
 ROOT = Path(__file__).resolve().parent.parent
 PROXY = ROOT / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"
-ASSIGNMENT = "01_layernorm"
+ASSIGNMENT = "02_layernorm"
 NOTEBOOK = "layernorm.ipynb"
 FULL_MARKS = 10.0
 PASSWORD = "class-" + secrets.token_hex(8)

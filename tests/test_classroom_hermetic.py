@@ -41,9 +41,9 @@ def _checkout(dest: Path) -> Path:
 def test_a_release_and_an_edited_check_during_a_run_change_nothing_about_it(tmp_path):
     checkout = _checkout(tmp_path / "checkout")
     case = next(c for c in CASES if c.student == "gelu_solution")
-    released = json.loads((checkout / "exercises" / "02_gelu" / "gelu.ipynb").read_text())
-    solution = json.loads((checkout / "solutions" / "02_gelu" / "gelu.ipynb").read_text())
-    subs = tmp_path / "subs" / "alice" / "02_gelu" / "gelu.ipynb"
+    released = json.loads((checkout / "exercises" / "03_gelu" / "gelu.ipynb").read_text())
+    solution = json.loads((checkout / "solutions" / "03_gelu" / "gelu.ipynb").read_text())
+    subs = tmp_path / "subs" / "alice" / "03_gelu" / "gelu.ipynb"
     subs.parent.mkdir(parents=True)
     subs.write_text(make_submission(case, released, solution))
     check = checkout / "andrea_ref" / "grading" / "gelu.py"
@@ -65,7 +65,7 @@ def test_a_release_and_an_edited_check_during_a_run_change_nothing_about_it(tmp_
     text = "\n".join(seen)
     assert "exercises/ is up to date" in text and "Wrote" not in text, text
     # the workers' checks, and the kernels' (which would then differ), were the copy's
-    assert summary["scores"][("alice", "02_gelu")] == case.expected_score() == 10.0, text
+    assert summary["scores"][("alice", "03_gelu")] == case.expected_score() == 10.0, text
     (record,) = summary["records"]
     assert record["checks"]["gelu"]["differs"] == [], record
     assert record["template"].startswith(before), record["template"]
@@ -76,4 +76,4 @@ def test_a_release_and_an_edited_check_during_a_run_change_nothing_about_it(tmp_
     again = orchestration.run(tmp_path / "subs", workers=1, db_url=db, out=out, progress=False, log=seen.append,
                               repo=checkout)
     assert again["graded_now"] == 0, "\n".join(seen)
-    assert again["scores"][("alice", "02_gelu")] == 10.0
+    assert again["scores"][("alice", "03_gelu")] == 10.0

@@ -109,9 +109,9 @@ def _zip(folder: Path, dest: Path) -> Path:
             if p.is_file():
                 zf.write(p, str(p.relative_to(folder)))
         # an entry whose data does not match its CRC, and a file/folder clash
-        zf.writestr("h_badcrc/02_gelu/gelu.ipynb", "{ CORRUPTED-LATER }")
-        zf.writestr("h_clash/02_gelu", "a file where a folder must be")
-        zf.writestr("h_clash/02_gelu/gelu.ipynb", "{}")
+        zf.writestr("h_badcrc/03_gelu/gelu.ipynb", "{ CORRUPTED-LATER }")
+        zf.writestr("h_clash/03_gelu", "a file where a folder must be")
+        zf.writestr("h_clash/03_gelu/gelu.ipynb", "{}")
     data = bytearray(dest.read_bytes())
     at = data.find(b"{ CORRUPTED-LATER }")
     data[at:at + 3] = b"XXX"

@@ -50,7 +50,7 @@ def test_plan_holds_every_graded_call_with_hidden_seeds(plans):
 
 
 def test_plan_refuses_a_graded_cell_doing_anything_else():
-    sol, rel = _nbs("02_gelu")
+    sol, rel = _nbs("03_gelu")
     bad = copy.deepcopy(sol)
     for cell in bad["cells"]:
         if cell["metadata"].get("nbgrader", {}).get("grade_id") == "gelu_values":
@@ -60,7 +60,7 @@ def test_plan_refuses_a_graded_cell_doing_anything_else():
 
 
 def test_answer_cells_use_the_release_setup_and_skip_graded_and_unchanged_cells(plans):
-    sol, rel = _nbs("02_gelu")
+    sol, rel = _nbs("03_gelu")
     nb = copy.deepcopy(rel)
     for cell in nb["cells"]:
         gid = cell["metadata"].get("nbgrader", {}).get("grade_id")
@@ -69,18 +69,18 @@ def test_answer_cells_use_the_release_setup_and_skip_graded_and_unchanged_cells(
         elif gid == "gelu":
             cell["source"] = "def gelu(x):\n    return x\n"
     nb["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [], "source": "after_graded = 1"})
-    runs = plan.answer_runs(plans["02_gelu"], nb)
-    assert [gid for gid, _ in runs] == [g["grade_id"] for g in plans["02_gelu"]["graded"]]
+    runs = plan.answer_runs(plans["03_gelu"], nb)
+    assert [gid for gid, _ in runs] == [g["grade_id"] for g in plans["03_gelu"]["graded"]]
     cells = [src for _, run in runs for _, src in run]
     # the set-up that runs first is the release's (plan["setup"]), never the submitted one
-    assert "tampered" not in "".join(cells) + "".join(plans["02_gelu"]["setup"])
+    assert "tampered" not in "".join(cells) + "".join(plans["03_gelu"]["setup"])
     assert "def gelu(x):\n    return x\n" in cells
     assert not any("grading.check" in c or "grading.report" in c for c in cells)
     assert "after_graded = 1" not in cells
-    assert plan.locked_changes(plans["02_gelu"], nb) == [
+    assert plan.locked_changes(plans["03_gelu"], nb) == [
         "locked cell 'setup' was edited (the release's version was graded)"]
-    assert not plan.untouched(plans["02_gelu"], nb)
-    assert plan.untouched(plans["02_gelu"], rel)
+    assert not plan.untouched(plans["03_gelu"], nb)
+    assert plan.untouched(plans["03_gelu"], rel)
 
 
 # ----------------------------------------------------------------------------- wire
@@ -156,7 +156,7 @@ def test_an_unfinished_check_accuses_nobody(problem, status):
 
 def test_a_grader_fault_holds_the_cell_and_accuses_nobody():
     # the kernel passed the cell (10 points); the independent check broke on the grader's side
-    rec = {"status": "ok", "refused": [], "limits": [], "errors": [], "student": "s1", "assignment": "02_gelu",
+    rec = {"status": "ok", "refused": [], "limits": [], "errors": [], "student": "s1", "assignment": "03_gelu",
            "checks": {"gelu": {"review": [], "held": True, "faults": {"gelu_values": "FileNotFoundError at x.py:3: y"},
                                "differs": [{"grade_id": "gelu_values", "kernel": 6.0, "independent": 0.0}]}}}
     statuses, lines = findings.notebook_findings(rec, "gelu")
@@ -272,8 +272,8 @@ def test_a_course_below_tmp_stays_visible_and_read_only_in_forked_servers(tmp_pa
             "    gelu = lambda x: x\n"
             "except OSError:\n"
             "    pass\n")
-        released = _nbs("02_gelu")[1]
-        v = verdicts.check_notebook(plans["02_gelu"], json.loads(notebook_with(released, answer)), h,
+        released = _nbs("03_gelu")[1]
+        v = verdicts.check_notebook(plans["03_gelu"], json.loads(notebook_with(released, answer)), h,
                                        cell_timeout=20)
         assert all(c.passed for c in v.cells.values()), {g: c.message for g, c in v.cells.items()}
         assert not target.exists()

@@ -72,7 +72,7 @@ def test_solutions_part_builds_with_tests_passing_and_hidden_tests_shown(out_dir
 def test_failing_solution_fails_the_build(out_dir, tmp_path):
     broken = tmp_path / "solutions"
     shutil.copytree(ROOT / "solutions", broken)
-    nb_path = broken / "02_gelu" / "gelu.ipynb"
+    nb_path = broken / "03_gelu" / "gelu.ipynb"
     nb = json.loads(nb_path.read_text())
     for cell in nb["cells"]:
         src = "".join(cell["source"])
@@ -83,7 +83,7 @@ def test_failing_solution_fails_the_build(out_dir, tmp_path):
                               "    ### END SOLUTION\n")
     nb_path.write_text(json.dumps(nb))
     for other in load().names:
-        if other != "02_gelu":
+        if other != "03_gelu":
             shutil.rmtree(broken / other)  # one notebook is enough to show it
     assert instructor_book.build(out_dir, solutions=broken, only_solutions=True) != 0
 
@@ -98,7 +98,7 @@ def _grade(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
 def class_folder(tmp_path):
     folder = tmp_path / "class"
     (folder / "alice").mkdir(parents=True)
-    (folder / "alice" / "gelu.ipynb").write_text((ROOT / "exercises" / "02_gelu" / "gelu.ipynb").read_text())
+    (folder / "alice" / "gelu.ipynb").write_text((ROOT / "exercises" / "03_gelu" / "gelu.ipynb").read_text())
     return folder
 
 

@@ -15,7 +15,7 @@ import pytest
 from classroom.intake import Submission, collect
 from classroom.intake import source as collect_mod
 
-ASSIGNMENTS = {"01_layernorm": ["layernorm"], "02_gelu": ["gelu"]}
+ASSIGNMENTS = {"02_layernorm": ["layernorm"], "03_gelu": ["gelu"]}
 
 
 pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
@@ -73,9 +73,9 @@ def test_ids_equal_after_cleaning_are_told_apart(tmp_path):
                      "carol/gelu.ipynb": _nb("c")})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
     other = f"a_b-{_suffix('a b')}"
-    assert _files(subs) == {("a_b", "02_gelu"): {"gelu.ipynb": _nb("clean")},
-                            (other, "02_gelu"): {"gelu.ipynb": _nb("space")},
-                            ("carol", "02_gelu"): {"gelu.ipynb": _nb("c")}}
+    assert _files(subs) == {("a_b", "03_gelu"): {"gelu.ipynb": _nb("clean")},
+                            (other, "03_gelu"): {"gelu.ipynb": _nb("space")},
+                            ("carol", "03_gelu"): {"gelu.ipynb": _nb("c")}}
     line = f"student ids 'a b' and 'a_b' are the same after cleaning: 'a b' is graded as '{other}'"
     assert problems == [line]
     notes = {s.student: s.notes for s in subs}
@@ -93,11 +93,11 @@ def test_ids_equal_after_cleaning_none_clean_all_get_suffixes(tmp_path):
         ("dave_gelu.ipynb", _nb("d"))])
     subs, problems = collect(path, ASSIGNMENTS)
     assert _files(subs) == {
-        (f"a_b-{_suffix('a b')}", "02_gelu"): {"gelu.ipynb": _nb("space")},
-        (f"a_b-{_suffix('a+b')}", "02_gelu"): {"gelu.ipynb": _nb("plus")},
-        (f"{'x' * 100}-{_suffix(long)}", "02_gelu"): {"gelu.ipynb": _nb("long")},
-        (f"{'x' * 100}-{_suffix(long + 'y')}", "02_gelu"): {"gelu.ipynb": _nb("longer")},
-        ("dave", "02_gelu"): {"gelu.ipynb": _nb("d")}}
+        (f"a_b-{_suffix('a b')}", "03_gelu"): {"gelu.ipynb": _nb("space")},
+        (f"a_b-{_suffix('a+b')}", "03_gelu"): {"gelu.ipynb": _nb("plus")},
+        (f"{'x' * 100}-{_suffix(long)}", "03_gelu"): {"gelu.ipynb": _nb("long")},
+        (f"{'x' * 100}-{_suffix(long + 'y')}", "03_gelu"): {"gelu.ipynb": _nb("longer")},
+        ("dave", "03_gelu"): {"gelu.ipynb": _nb("d")}}
     _one(problems, "'a b' and 'a+b' are the same after cleaning", f"'a+b' is graded as 'a_b-{_suffix('a+b')}'")
     _one(problems, "'a b' and 'a+b' are the same after cleaning", f"'a b' is graded as 'a_b-{_suffix('a b')}'")
     assert len(problems) == 4
@@ -106,39 +106,39 @@ def test_ids_equal_after_cleaning_none_clean_all_get_suffixes(tmp_path):
 def test_unusable_id_is_reported(tmp_path):
     _tree(tmp_path, {"__/gelu.ipynb": _nb("x"), "erin/gelu.ipynb": _nb("e")})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
-    assert _files(subs) == {("erin", "02_gelu"): {"gelu.ipynb": _nb("e")}}
+    assert _files(subs) == {("erin", "03_gelu"): {"gelu.ipynb": _nb("e")}}
     assert problems == ["skipped '__/gelu.ipynb': no usable student id in '__'"]
 
 
 # ----------------------------------------------------------------------------- 2: whose file
 def test_file_in_a_learners_folder_named_for_another_is_refused(tmp_path):
     _tree(tmp_path, {"alice/gelu.ipynb": _nb("alice"), "bob/gelu.ipynb": _nb("bob"),
-                     "bob/alice_gelu.ipynb": _nb("forged"), "bob/alice_01_layernorm.ipynb": _nb("forged"),
+                     "bob/alice_gelu.ipynb": _nb("forged"), "bob/alice_02_layernorm.ipynb": _nb("forged"),
                      "mallory/alice_gelu.ipynb": _nb("forged")})  # mallory hands in nothing of her own
     subs, problems = collect(tmp_path, ASSIGNMENTS)
-    assert _files(subs) == {("alice", "02_gelu"): {"gelu.ipynb": _nb("alice")},
-                            ("bob", "02_gelu"): {"gelu.ipynb": _nb("bob")}}
+    assert _files(subs) == {("alice", "03_gelu"): {"gelu.ipynb": _nb("alice")},
+                            ("bob", "03_gelu"): {"gelu.ipynb": _nb("bob")}}
     assert [s.refused for s in subs] == [[], []]
     assert sorted(problems) == [
-        "skipped 'bob/alice_01_layernorm.ipynb': it is in the folder of student 'bob' but named for student "
-            "'alice' or 'alice_01'",
+        "skipped 'bob/alice_02_layernorm.ipynb': it is in the folder of student 'bob' but named for student "
+            "'alice' or 'alice_02'",
         "skipped 'bob/alice_gelu.ipynb': it is in the folder of student 'bob' but named for student 'alice'",
         "skipped 'mallory/alice_gelu.ipynb': it is in the folder of student 'mallory' "
         "but named for student 'alice'"]
 
 
 def test_nested_learner_folder_does_not_take_anothers_place(tmp_path):
-    _tree(tmp_path, {"alice/02_gelu/gelu.ipynb": _nb("alice"), "bob/alice/02_gelu/gelu.ipynb": _nb("forged")})
+    _tree(tmp_path, {"alice/03_gelu/gelu.ipynb": _nb("alice"), "bob/alice/03_gelu/gelu.ipynb": _nb("forged")})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
-    assert _files(subs) == {("alice", "02_gelu"): {"gelu.ipynb": _nb("alice")}}
-    _one(problems, "'bob/alice/02_gelu/gelu.ipynb'", "'bob' hands in no assignment")
+    assert _files(subs) == {("alice", "03_gelu"): {"gelu.ipynb": _nb("alice")}}
+    _one(problems, "'bob/alice/03_gelu/gelu.ipynb'", "'bob' hands in no assignment")
 
 
 def test_own_name_in_own_folder_is_read(tmp_path):
-    _tree(tmp_path, {"bob/bob_gelu.ipynb": _nb("b"), "carol/02_gelu.ipynb": _nb("c"), "x/y.txt": b""})
+    _tree(tmp_path, {"bob/bob_gelu.ipynb": _nb("b"), "carol/03_gelu.ipynb": _nb("c"), "x/y.txt": b""})
     subs, _ = collect(tmp_path, ASSIGNMENTS)
-    assert _files(subs) == {("bob", "02_gelu"): {"gelu.ipynb": _nb("b")},
-                            ("carol", "02_gelu"): {"gelu.ipynb": _nb("c")}}
+    assert _files(subs) == {("bob", "03_gelu"): {"gelu.ipynb": _nb("b")},
+                            ("carol", "03_gelu"): {"gelu.ipynb": _nb("c")}}
 
 
 def test_one_learner_class_keeps_its_folder(tmp_path):
@@ -152,16 +152,16 @@ def test_one_learner_class_keeps_its_folder(tmp_path):
 def test_two_files_for_the_same_notebook_are_both_refused(tmp_path):
     path = _zip(tmp_path / "class.zip", [
         ("alice_gelu.ipynb", _nb("one")), ("alice/gelu.ipynb", _nb("two")),
-        ("bob_02_gelu.ipynb", _nb("b1")), ("bob/02_gelu/gelu.ipynb", _nb("b2")),
+        ("bob_03_gelu.ipynb", _nb("b1")), ("bob/03_gelu/gelu.ipynb", _nb("b2")),
         ("bob/layernorm.ipynb", _nb("bl")), ("carol_gelu.ipynb", _nb("c"))])
-    # the student list tells bob's 02_gelu from bob_02's gelu
+    # the student list tells bob's 03_gelu from bob_03's gelu
     subs, problems = collect(path, ASSIGNMENTS, students={"alice", "bob", "carol"})
-    assert _files(subs) == {("bob", "01_layernorm"): {"layernorm.ipynb": _nb("bl")},
-                            ("carol", "02_gelu"): {"gelu.ipynb": _nb("c")}}
+    assert _files(subs) == {("bob", "02_layernorm"): {"layernorm.ipynb": _nb("bl")},
+                            ("carol", "03_gelu"): {"gelu.ipynb": _nb("c")}}
     assert sorted(problems) == [
-        "refused 'alice/gelu.ipynb' and 'alice_gelu.ipynb': each hands in 'gelu.ipynb' of '02_gelu' "
+        "refused 'alice/gelu.ipynb' and 'alice_gelu.ipynb': each hands in 'gelu.ipynb' of '03_gelu' "
         "for student 'alice'; which one counts cannot be told",
-        "refused 'bob/02_gelu/gelu.ipynb' and 'bob_02_gelu.ipynb': each hands in 'gelu.ipynb' of '02_gelu' "
+        "refused 'bob/03_gelu/gelu.ipynb' and 'bob_03_gelu.ipynb': each hands in 'gelu.ipynb' of '03_gelu' "
         "for student 'bob'; which one counts cannot be told"]
 
 
@@ -181,44 +181,44 @@ def test_ambiguous_flat_name_is_refused(tmp_path):
 
 
 def test_a_login_that_reads_as_another_learner_takes_no_place(tmp_path):
-    """``dave_02`` (a login with an underscore and digits) hands in ``dave_02_gelu.ipynb``,
-    his ``gelu``; read by the longest known name it would be dave's ``02_gelu``, and dave's
+    """``dave_03`` (a login with an underscore and digits) hands in ``dave_03_gelu.ipynb``,
+    his ``gelu``; read by the longest known name it would be dave's ``03_gelu``, and dave's
     own file beside it would make the two refuse each other (or, first-wins, replace
     him). The gradebook's student list decides; without it the name is refused, and
     dave's own file is still graded as his."""
-    files = [("dave_02_gelu.ipynb", _nb("dave_02's")), ("dave_gelu.ipynb", _nb("dave's"))]
-    subs, problems = collect(_zip(tmp_path / "class.zip", files), ASSIGNMENTS, students={"dave", "dave_02"})
-    assert problems == ["skipped 'dave_02_gelu.ipynb': ambiguous: it reads as 'gelu' of '02_gelu' of student "
-                        "'dave' or as 'gelu' of '02_gelu' of student 'dave_02'; rename it, hand it in as "
+    files = [("dave_03_gelu.ipynb", _nb("dave_03's")), ("dave_gelu.ipynb", _nb("dave's"))]
+    subs, problems = collect(_zip(tmp_path / "class.zip", files), ASSIGNMENTS, students={"dave", "dave_03"})
+    assert problems == ["skipped 'dave_03_gelu.ipynb': ambiguous: it reads as 'gelu' of '03_gelu' of student "
+                        "'dave' or as 'gelu' of '03_gelu' of student 'dave_03'; rename it, hand it in as "
                         "<student>/<notebook>.ipynb, or add the learner to the gradebook's student list"]
-    assert _files(subs) == {("dave", "02_gelu"): {"gelu.ipynb": _nb("dave's")}}
-    subs, problems = collect(_zip(tmp_path / "two.zip", files), ASSIGNMENTS, students={"dave_02", "erin"})
-    assert problems == [] and _files(subs) == {("dave_02", "02_gelu"): {"gelu.ipynb": _nb("dave_02's")},
-                                               ("dave", "02_gelu"): {"gelu.ipynb": _nb("dave's")}}
+    assert _files(subs) == {("dave", "03_gelu"): {"gelu.ipynb": _nb("dave's")}}
+    subs, problems = collect(_zip(tmp_path / "two.zip", files), ASSIGNMENTS, students={"dave_03", "erin"})
+    assert problems == [] and _files(subs) == {("dave_03", "03_gelu"): {"gelu.ipynb": _nb("dave_03's")},
+                                               ("dave", "03_gelu"): {"gelu.ipynb": _nb("dave's")}}
     subs, problems = collect(_zip(tmp_path / "three.zip", files[:1]), ASSIGNMENTS)  # no list: refused
     assert subs == [] and len(problems) == 1 and "ambiguous" in problems[0]
     # in a learner's own folder the folder decides
-    _tree(tmp_path / "folder", {"dave_02/dave_02_gelu.ipynb": _nb("mine"), "dave/dave_gelu.ipynb": _nb("his")})
+    _tree(tmp_path / "folder", {"dave_03/dave_03_gelu.ipynb": _nb("mine"), "dave/dave_gelu.ipynb": _nb("his")})
     subs, problems = collect(tmp_path / "folder", ASSIGNMENTS)
-    assert problems == [] and _files(subs) == {("dave_02", "02_gelu"): {"gelu.ipynb": _nb("mine")},
-                                               ("dave", "02_gelu"): {"gelu.ipynb": _nb("his")}}
+    assert problems == [] and _files(subs) == {("dave_03", "03_gelu"): {"gelu.ipynb": _nb("mine")},
+                                               ("dave", "03_gelu"): {"gelu.ipynb": _nb("his")}}
 
 
 def test_one_wrapping_folder_is_looked_through(tmp_path):
     path = _zip(tmp_path / "class.zip", [
-        ("export/submitted/alice/02_gelu/gelu.ipynb", _nb("a")), ("export/bob_gelu.ipynb", _nb("b")),
+        ("export/submitted/alice/03_gelu/gelu.ipynb", _nb("a")), ("export/bob_gelu.ipynb", _nb("b")),
         ("export/carol/gelu.ipynb", _nb("c")), ("__MACOSX/export/._bob_gelu.ipynb", b"junk")])
     subs, problems = collect(path, ASSIGNMENTS)
-    assert _files(subs) == {("alice", "02_gelu"): {"gelu.ipynb": _nb("a")},
-                            ("bob", "02_gelu"): {"gelu.ipynb": _nb("b")},
-                            ("carol", "02_gelu"): {"gelu.ipynb": _nb("c")}}
+    assert _files(subs) == {("alice", "03_gelu"): {"gelu.ipynb": _nb("a")},
+                            ("bob", "03_gelu"): {"gelu.ipynb": _nb("b")},
+                            ("carol", "03_gelu"): {"gelu.ipynb": _nb("c")}}
     assert problems == ["skipped '__MACOSX/export/._bob_gelu.ipynb': hidden file or folder (system metadata)"]
 
 
 def test_single_learner_folder_is_not_a_wrapper(tmp_path):
     _tree(tmp_path, {"bob/gelu.ipynb": _nb("b"), "bob/alice_gelu.ipynb": _nb("forged")})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
-    assert _files(subs) == {("bob", "02_gelu"): {"gelu.ipynb": _nb("b")}}
+    assert _files(subs) == {("bob", "03_gelu"): {"gelu.ipynb": _nb("b")}}
     _one(problems, "'bob/alice_gelu.ipynb'", "named for student 'alice'")
 
 
@@ -227,7 +227,7 @@ def _bob_and_carol():
     return [("bob/gelu.ipynb", _nb("bob")), ("carol_gelu.ipynb", _nb("carol"))]
 
 
-HONEST = {("bob", "02_gelu"): {"gelu.ipynb": _nb("bob")}, ("carol", "02_gelu"): {"gelu.ipynb": _nb("carol")}}
+HONEST = {("bob", "03_gelu"): {"gelu.ipynb": _nb("bob")}, ("carol", "03_gelu"): {"gelu.ipynb": _nb("carol")}}
 
 
 def test_zip_entry_with_bad_crc_is_skipped(tmp_path):
@@ -270,18 +270,18 @@ def test_truncated_and_mislabelled_zip_entries_are_skipped(tmp_path):
 
 def test_file_and_folder_of_one_name_are_skipped(tmp_path):
     path = _zip(tmp_path / "class.zip", [
-        ("alice/02_gelu/gelu.ipynb", _nb("a")), ("alice/02_gelu/gelu.ipynb/x.py", b"x"),
-        ("dave/02_gelu/gelu.ipynb", _nb("d")), ("dave/02_gelu/data", b"file"), ("dave/02_gelu/data/", b""),
+        ("alice/03_gelu/gelu.ipynb", _nb("a")), ("alice/03_gelu/gelu.ipynb/x.py", b"x"),
+        ("dave/03_gelu/gelu.ipynb", _nb("d")), ("dave/03_gelu/data", b"file"), ("dave/03_gelu/data/", b""),
         ] + _bob_and_carol())
     subs, problems = collect(path, ASSIGNMENTS)
-    assert _files(subs) == {**HONEST, ("dave", "02_gelu"): {"gelu.ipynb": _nb("d")}}
+    assert _files(subs) == {**HONEST, ("dave", "03_gelu"): {"gelu.ipynb": _nb("d")}}
     assert [s.refused for s in subs] == [[], [], []]
     assert sorted(problems) == [
-        "skipped 'alice/02_gelu/gelu.ipynb': 'alice/02_gelu/gelu.ipynb' is both a file and a folder",
-        "skipped 'alice/02_gelu/gelu.ipynb/x.py': 'alice/02_gelu/gelu.ipynb' is both a file and a folder",
-        "skipped 'dave/02_gelu/data': 'dave/02_gelu/data' is both a file and a folder"]
-    assert _written(subs, tmp_path / "out") == {"bob/02_gelu": ["gelu.ipynb"], "carol/02_gelu": ["gelu.ipynb"],
-                                                "dave/02_gelu": ["gelu.ipynb"]}
+        "skipped 'alice/03_gelu/gelu.ipynb': 'alice/03_gelu/gelu.ipynb' is both a file and a folder",
+        "skipped 'alice/03_gelu/gelu.ipynb/x.py': 'alice/03_gelu/gelu.ipynb' is both a file and a folder",
+        "skipped 'dave/03_gelu/data': 'dave/03_gelu/data' is both a file and a folder"]
+    assert _written(subs, tmp_path / "out") == {"bob/03_gelu": ["gelu.ipynb"], "carol/03_gelu": ["gelu.ipynb"],
+                                                "dave/03_gelu": ["gelu.ipynb"]}
 
 
 def test_duplicate_zip_names_are_all_skipped(tmp_path):
@@ -437,24 +437,24 @@ def test_only_released_notebooks_reach_the_grader(tmp_path):
              "andrea_ref/__init__.py": b"x", "torch/__init__.py": b"x", "sitecustomize.py": b"x",
              "evil.pth": b"import os", "fast.so": b"\x7fELF", "extra.ipynb": _nb("x"), ".hidden.py": b"x",
              "notes/layernorm.ipynb": _nb("x")}
-    _tree(tmp_path, {f"submitted/alice/02_gelu/{k}": v for k, v in alice.items()})
+    _tree(tmp_path, {f"submitted/alice/03_gelu/{k}": v for k, v in alice.items()})
     _tree(tmp_path, {"submitted/bob/gelu.ipynb": _nb("bob"), "submitted/bob/sitecustomize.py": b"x",
                      "submitted/carol_gelu.ipynb": _nb("carol")})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
     by_key = {s.key: s for s in subs}
-    assert sorted(by_key) == ["alice/02_gelu", "bob/02_gelu", "carol/02_gelu"]
-    assert by_key["alice/02_gelu"].files == {"gelu.ipynb": _nb("a"), "timestamp.txt": alice["timestamp.txt"]}
-    assert by_key["alice/02_gelu"].refused == [".hidden.py", "andrea_ref/__init__.py", "evil.pth", "extra.ipynb",
+    assert sorted(by_key) == ["alice/03_gelu", "bob/03_gelu", "carol/03_gelu"]
+    assert by_key["alice/03_gelu"].files == {"gelu.ipynb": _nb("a"), "timestamp.txt": alice["timestamp.txt"]}
+    assert by_key["alice/03_gelu"].refused == [".hidden.py", "andrea_ref/__init__.py", "evil.pth", "extra.ipynb",
                                                "fast.so", "notes/layernorm.ipynb", "sitecustomize.py",
                                                "torch/__init__.py"]
-    assert by_key["bob/02_gelu"].files == {"gelu.ipynb": _nb("bob")}
-    assert by_key["bob/02_gelu"].refused == ["sitecustomize.py"]
-    assert by_key["carol/02_gelu"].refused == []
-    assert _written(subs, tmp_path / "out") == {"alice/02_gelu": ["gelu.ipynb", "timestamp.txt"],
-                                                "bob/02_gelu": ["gelu.ipynb"], "carol/02_gelu": ["gelu.ipynb"]}
+    assert by_key["bob/03_gelu"].files == {"gelu.ipynb": _nb("bob")}
+    assert by_key["bob/03_gelu"].refused == ["sitecustomize.py"]
+    assert by_key["carol/03_gelu"].refused == []
+    assert _written(subs, tmp_path / "out") == {"alice/03_gelu": ["gelu.ipynb", "timestamp.txt"],
+                                                "bob/03_gelu": ["gelu.ipynb"], "carol/03_gelu": ["gelu.ipynb"]}
     line = _one(problems, "student 'alice'", "kept away from the grader")
     assert line.endswith("'sitecustomize.py' and 'torch/__init__.py'")
-    assert by_key["alice/02_gelu"].notes == [line.split(": ", 1)[1]]
+    assert by_key["alice/03_gelu"].notes == [line.split(": ", 1)[1]]
     assert _one(problems, "student 'bob'", "kept away from the grader").endswith(": 'sitecustomize.py'")
     assert len(problems) == 2
 
@@ -462,12 +462,12 @@ def test_only_released_notebooks_reach_the_grader(tmp_path):
 def test_digest_covers_refused_files(tmp_path):
     def digest(extra: dict[str, bytes]) -> str:
         root = tmp_path / str(len(list(tmp_path.iterdir())))
-        _tree(root, {"alice/02_gelu/gelu.ipynb": _nb("a"), **{f"alice/02_gelu/{k}": v for k, v in extra.items()}})
+        _tree(root, {"alice/03_gelu/gelu.ipynb": _nb("a"), **{f"alice/03_gelu/{k}": v for k, v in extra.items()}})
         (sub,), _ = collect(root, ASSIGNMENTS)
         return sub.digest()
     plain = digest({})
     assert digest({}) == plain
-    assert Submission("alice", "02_gelu", {"gelu.ipynb": _nb("a")}).digest() == plain
+    assert Submission("alice", "03_gelu", {"gelu.ipynb": _nb("a")}).digest() == plain
     one = digest({"torch.py": b"one"})
     assert one != plain
     assert digest({"torch.py": b"one"}) == one
@@ -476,31 +476,31 @@ def test_digest_covers_refused_files(tmp_path):
 
 
 def test_bad_timestamp_is_refused(tmp_path):
-    _tree(tmp_path, {"alice/02_gelu/gelu.ipynb": _nb("a"), "alice/02_gelu/timestamp.txt": b"x" * 5000,
-                     "bob/02_gelu/gelu.ipynb": _nb("bob"), "bob/02_gelu/timestamp.txt": b"2024\n\x1b[2J\n",
-                     "carol/02_gelu/gelu.ipynb": _nb("carol"), "carol/02_gelu/timestamp.txt": b"2024-05-01 10:00\n"})
+    _tree(tmp_path, {"alice/03_gelu/gelu.ipynb": _nb("a"), "alice/03_gelu/timestamp.txt": b"x" * 5000,
+                     "bob/03_gelu/gelu.ipynb": _nb("bob"), "bob/03_gelu/timestamp.txt": b"2024\n\x1b[2J\n",
+                     "carol/03_gelu/gelu.ipynb": _nb("carol"), "carol/03_gelu/timestamp.txt": b"2024-05-01 10:00\n"})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
     got = {s.student: (sorted(s.files), s.refused) for s in subs}
     assert got == {"alice": (["gelu.ipynb"], ["timestamp.txt"]), "bob": (["gelu.ipynb"], ["timestamp.txt"]),
                    "carol": (["gelu.ipynb", "timestamp.txt"], [])}
-    _one(problems, "refused 'alice/02_gelu/timestamp.txt' as nbgrader's timestamp: larger than 256 bytes")
-    _one(problems, "refused 'bob/02_gelu/timestamp.txt' as nbgrader's timestamp: not one line of text")
+    _one(problems, "refused 'alice/03_gelu/timestamp.txt' as nbgrader's timestamp: larger than 256 bytes")
+    _one(problems, "refused 'bob/03_gelu/timestamp.txt' as nbgrader's timestamp: not one line of text")
 
 
 def test_submission_without_a_released_notebook_is_dropped(tmp_path):
-    _tree(tmp_path, {"alice/02_gelu/gelu.py": b"x", "alice/02_gelu/timestamp.txt": b"2024-05-01\n",
+    _tree(tmp_path, {"alice/03_gelu/gelu.py": b"x", "alice/03_gelu/timestamp.txt": b"2024-05-01\n",
                      "bob/gelu.ipynb": _nb("bob"), "carol_gelu.ipynb": _nb("carol")})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
     assert _files(subs) == HONEST
-    assert problems == ["no submission of '02_gelu' for student 'alice': none of its released notebooks was "
-                        "handed in usable (found 'alice/02_gelu/gelu.py' and 'alice/02_gelu/timestamp.txt')"]
+    assert problems == ["no submission of '03_gelu' for student 'alice': none of its released notebooks was "
+                        "handed in usable (found 'alice/03_gelu/gelu.py' and 'alice/03_gelu/timestamp.txt')"]
 
 
 def test_loose_files_beside_several_assignments_are_reported(tmp_path):
     _tree(tmp_path, {"alice/gelu.ipynb": _nb("g"), "alice/layernorm.ipynb": _nb("l"), "alice/utils.py": b"x"})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
-    assert _files(subs) == {("alice", "01_layernorm"): {"layernorm.ipynb": _nb("l")},
-                            ("alice", "02_gelu"): {"gelu.ipynb": _nb("g")}}
+    assert _files(subs) == {("alice", "02_layernorm"): {"layernorm.ipynb": _nb("l")},
+                            ("alice", "03_gelu"): {"gelu.ipynb": _nb("g")}}
     assert [s.refused for s in subs] == [[], []]
     assert problems == ["skipped 'alice/utils.py': not a released notebook, and student 'alice' "
                         "hands in several assignments beside it"]
@@ -510,8 +510,8 @@ def test_every_report_line_is_one_printable_line(tmp_path):
     path = _zip(tmp_path / "class.zip", [
         ("x\nskipped nothing: all fine_gelu.ipynb", _nb("x")),
         ("a b/gelu.ipynb", _nb("x")), ("a_b/gelu.ipynb", _nb("x")),
-        ("bob/02_gelu/gelu.ipynb", _nb("bob")), ("bob/02_gelu/\x1b]0;pwned\x07.py", b"x"),
-        ("bob/02_gelu/it's \"odd\".py", b"x"), ("carol_gelu.ipynb", _nb("carol"))])
+        ("bob/03_gelu/gelu.ipynb", _nb("bob")), ("bob/03_gelu/\x1b]0;pwned\x07.py", b"x"),
+        ("bob/03_gelu/it's \"odd\".py", b"x"), ("carol_gelu.ipynb", _nb("carol"))])
     subs, problems = collect(path, ASSIGNMENTS)
     assert {s.student for s in subs} == {"a_b", f"a_b-{_suffix('a b')}", "bob", "carol"}
     assert [s.refused for s in subs if s.student == "bob"] == [["it's \"odd\".py"]]
@@ -535,8 +535,8 @@ def test_a_notebook_too_large_to_run_is_refused_before_it_runs(tmp_path):
                      "huge/gelu.ipynb": notebook([big]),
                      "fine/gelu.ipynb": notebook([code] * MAX_CELLS)})
     subs, problems = collect(tmp_path, ASSIGNMENTS)
-    assert [(s.student, s.assignment) for s in subs] == [("fine", "02_gelu")]
-    assert sorted(p for p in problems if not p.startswith("no submission of '02_gelu'")) == [
+    assert [(s.student, s.assignment) for s in subs] == [("fine", "03_gelu")]
+    assert sorted(p for p in problems if not p.startswith("no submission of '03_gelu'")) == [
         f"refused 'huge/gelu.ipynb' before running it: its saved outputs take 16.0 MiB; at most 16 MiB are "
         f"accepted (clear the outputs and hand it in again)",
         f"refused 'many/gelu.ipynb' before running it: it has {MAX_CELLS + 1} cells; at most {MAX_CELLS} are run"]

@@ -52,7 +52,7 @@ def test_scan_catches_highlighted_leak(secrets, tmp_path):
 
 def test_scan_catches_leak_in_notebook(secrets, tmp_path):
     hidden = next(s for s, origin in secrets.items() if "(hidden tests)" in origin)
-    src = ROOT / "exercises" / "02_gelu" / "gelu.ipynb"
+    src = ROOT / "exercises" / "03_gelu" / "gelu.ipynb"
     nb = json.loads(src.read_text())
     nb["cells"][-1]["source"] = ["# an accidental copy\n", f"    {hidden}\n"]
     bad = tmp_path / "gelu.ipynb"

@@ -36,13 +36,13 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 PICK = {
-    "01_layernorm": ["ln_solution", "ln_untouched", "ln_unbiased", "ln_eps_outside", "ln_library_alias",
+    "02_layernorm": ["ln_solution", "ln_untouched", "ln_unbiased", "ln_eps_outside", "ln_library_alias",
                      "ln_deleted_test_cell"],
-    "02_gelu": ["gelu_solution", "gelu_untouched", "gelu_erf", "gelu_custom_eq", "gelu_warns",
+    "03_gelu": ["gelu_solution", "gelu_untouched", "gelu_erf", "gelu_custom_eq", "gelu_warns",
                 "gelu_edited_test_cell"],
-    "03_mlp": ["mlp_solution", "mlp_untouched", "mlp_transposed", "mlp_alt_einsum", "mlp_patched_allclose",
+    "04_mlp": ["mlp_solution", "mlp_untouched", "mlp_transposed", "mlp_alt_einsum", "mlp_patched_allclose",
                "mlp_invalid_json"],
-    "04_block": ["block_solution", "block_untouched", "block_post_norm", "block_no_residual",
+    "01_block": ["block_solution", "block_untouched", "block_post_norm", "block_no_residual",
                  "block_alt_in_place", "block_kernel_dies"],
 }
 
@@ -154,9 +154,9 @@ def test_killed_run_takes_its_sandboxes_with_it(tmp_path):
     from hostile.submissions import GELU, notebook_with
 
     subs = tmp_path / "subs"
-    released = json.loads((ROOT / "exercises" / "02_gelu" / "gelu.ipynb").read_text())
+    released = json.loads((ROOT / "exercises" / "03_gelu" / "gelu.ipynb").read_text())
     for k in range(2):  # kernels that would live for a minute
-        path = subs / f"learner{k}" / "02_gelu" / "gelu.ipynb"
+        path = subs / f"learner{k}" / "03_gelu" / "gelu.ipynb"
         path.parent.mkdir(parents=True)
         path.write_text(notebook_with(released, GELU + "import time\ntime.sleep(60)\n"))
     out = tmp_path / "out"
@@ -210,16 +210,16 @@ def test_second_run_grades_nothing(graded):
 
 def test_failures_are_reported_not_silent(graded):
     problems = graded["again"]["problems"]
-    assert any(w.startswith("FAILED") for w in problems[("mlp_invalid_json", "03_mlp")])
-    assert any(w.startswith("FAILED") for w in problems[("block_kernel_dies", "04_block")])
+    assert any(w.startswith("FAILED") for w in problems[("mlp_invalid_json", "04_mlp")])
+    assert any(w.startswith("FAILED") for w in problems[("block_kernel_dies", "01_block")])
     csv_text = (graded["out"] / "grades.csv").read_text()
     assert csv_text.splitlines()[0].startswith("assignment,duedate,timestamp,student_id")
     # nbgrader's export: one row per student and assignment (a missing one scores 0)
     rows = csv_text.strip().splitlines()[1:]
     assert len(rows) == len({c.student for c in graded["cases"]}) * len(PICK)
-    assert "03_mlp,,,mlp_solution,,,,10.0,0.0,10.0,10.0" in rows
+    assert "04_mlp,,,mlp_solution,,,,10.0,0.0,10.0,10.0" in rows
     report = (graded["out"] / "report.txt").read_text()
-    assert "mlp_invalid_json/03_mlp" in report and "block_kernel_dies/04_block" in report
+    assert "mlp_invalid_json/04_mlp" in report and "block_kernel_dies/01_block" in report
 
 
 def _hidden_lines() -> set[str]:

@@ -59,7 +59,7 @@ def pg_url(pg):
 
 
 def _subs(n: int, tag: str = "") -> list[Submission]:
-    return [Submission(f"learner{i:03d}", "02_gelu", files={"gelu.ipynb": f"{i}{tag}".encode()}) for i in range(n)]
+    return [Submission(f"learner{i:03d}", "03_gelu", files={"gelu.ipynb": f"{i}{tag}".encode()}) for i in range(n)]
 
 
 def _queue(url: str, lease: float = 30.0, fingerprint: str = "fp") -> WorkQueue:

@@ -62,12 +62,12 @@ TABLES = ("student", "submitted_assignment", "submitted_notebook", "grade", "com
 
 def _write_class(dest: Path) -> list[tuple[str, str]]:
     keys = write_class(dest, list(NORMAL))
-    released = json.loads((ROOT / "exercises" / "02_gelu" / "gelu.ipynb").read_text())
+    released = json.loads((ROOT / "exercises" / "03_gelu" / "gelu.ipynb").read_text())
     for name, seconds in {SLOW: SLOW_SECONDS, **LATE}.items():
-        path = dest / name / "02_gelu" / "gelu.ipynb"
+        path = dest / name / "03_gelu" / "gelu.ipynb"
         path.parent.mkdir(parents=True)
         path.write_text(notebook_with(released, GELU + f"import time\ntime.sleep({seconds})\n"))
-        keys.append((name, "02_gelu"))
+        keys.append((name, "03_gelu"))
     return sorted(keys)
 
 
@@ -182,7 +182,7 @@ def shared(pg, tmp_path_factory):
                 took = [k for k, r in rows.items() if added.owns(r.claimed_by) or added.owns(r.done_by)]
                 if took:
                     events["added_claimed"] = took[0]
-            slow = rows.get((SLOW, "02_gelu"))
+            slow = rows.get((SLOW, "03_gelu"))
             if killed is None and slow is not None and slow.state == workqueue.CLAIMED:
                 holder = next((g for g in graders[:3] if g.owns(slow.claimed_by)), None)
                 if holder is not None and time.time() - slow.claimed_at > 3:
@@ -191,7 +191,7 @@ def shared(pg, tmp_path_factory):
                     killed = holder
                     events["killed_claim"] = slow.claimed_by
                     holder.proc.wait(timeout=60)  # dead: the lease it last renewed is the one it leaves
-                    events["killed_lease_until"] = _rows(plain)[(SLOW, "02_gelu")].lease_until
+                    events["killed_lease_until"] = _rows(plain)[(SLOW, "03_gelu")].lease_until
             if killed is not None and stopped is None:
                 # stop one of the others while it grades
                 for g in graders[:3]:
@@ -251,7 +251,7 @@ def test_the_graders_share_the_class_and_survive_a_kill(shared):
     assert sorted(rows) == shared["keys"] and {r.state for r in rows.values()} == {workqueue.DONE}
 
     # the killed grader's claim: taken over only once its lease had run out, graded by another
-    slow = rows[(SLOW, "02_gelu")]
+    slow = rows[(SLOW, "03_gelu")]
     takeover_s = slow.claimed_at - killed.ended
     assert slow.attempts == 2 and not killed.owns(slow.done_by), slow
     assert slow.claimed_at >= events["killed_lease_until"], (slow, events["killed_lease_until"])
@@ -279,7 +279,7 @@ def test_the_graders_share_the_class_and_survive_a_kill(shared):
     assert {k: len(v) for k, v in recorded.items()} == {k: 1 for k in shared["keys"]}, recorded
     by_out = {str(g.out): g.name for g in graders}
     assert all(recorded[k] == [by_out[r.out]] for k, r in rows.items()), (recorded, {k: r.out for k, r in rows.items()})
-    assert (SLOW, "02_gelu") not in [k for k, v in recorded.items() if v == [killed.name]]
+    assert (SLOW, "03_gelu") not in [k for k, v in recorded.items() if v == [killed.name]]
     assert recorded[key] != [stopped.name]
 
     # the sandboxes of the killed and the stopped grader went with them
@@ -312,7 +312,7 @@ def test_no_grader_did_more_than_twice_its_share(shared):
     figures = {n: {"done": d, "fair": round(f, 2), "ratio": round(d / f, 2) if f else None} for n, (d, f) in share.items()}
     print(f"\nsequential (1 grader, 1 worker): {shared['sequential_s']:.0f} s; "
           f"4 graders (1 worker each, one killed, one added, one stopped): {shared['wall_s']:.0f} s")
-    slow = shared["rows"][(SLOW, "02_gelu")]
+    slow = shared["rows"][(SLOW, "03_gelu")]
     print(f"killed grader's claim taken over after {slow.claimed_at - shared['killed'].ended:.1f} s (lease {LEASE:g} s); "
           f"stopped grader exited {shared['events']['stop_s']:.1f} s after SIGTERM; a grader with a running one's "
           f"uids refused in {shared['events']['refused_s']:.1f} s")

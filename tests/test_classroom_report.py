@@ -43,20 +43,20 @@ def _foreign(dest: Path) -> None:
         {"cell_type": "markdown", "id": "a1", "metadata": {}, "source": "# Homework 3: sorting"},
         {"cell_type": "code", "id": "a2", "metadata": {}, "execution_count": None, "outputs": [],
          "source": "def gelu(xs):\n    return sorted(xs)"}]}
-    path = dest / "stranger" / "02_gelu" / "gelu.ipynb"
+    path = dest / "stranger" / "03_gelu" / "gelu.ipynb"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(nb))
 
 
 def _rows(out: Path) -> dict[str, dict]:
     with open(out / "report.csv", encoding="utf-8", newline="") as f:
-        return {row["student"]: row for row in csv.DictReader(f) if row["assignment"] == "02_gelu"}
+        return {row["student"]: row for row in csv.DictReader(f) if row["assignment"] == "03_gelu"}
 
 
 def _grades(out: Path) -> dict[str, float]:
     with open(out / "grades.csv", encoding="utf-8", newline="") as f:
         return {row["student_id"]: float(row["score"]) for row in csv.DictReader(f)
-                if row["assignment"] == "02_gelu"}
+                if row["assignment"] == "03_gelu"}
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_the_reports_hold_the_whole_class_after_a_second_batch(graded):
 def test_a_notebook_of_another_course_is_refused_and_adds_nobody(graded):
     import sqlalchemy
     assert "stranger" not in _rows(graded["out"])
-    assert "refused" in graded["log"] and "do not match the released notebook 02_gelu/gelu.ipynb" in graded["log"]
+    assert "refused" in graded["log"] and "do not match the released notebook 03_gelu/gelu.ipynb" in graded["log"]
     assert "stranger" in (graded["out"] / "report.txt").read_text(encoding="utf-8")  # said where it is read
     eng = sqlalchemy.create_engine(graded["db"])
     with eng.connect() as con:
@@ -151,9 +151,9 @@ def test_the_class_view_offline_in_chromium(graded, browser, tmp_path, monkeypat
         # pass rates of what was handed in: the three GELU properties, no "0 of 0" for the rest
         rated = page.eval_on_selector_all(
             "tr.property", "rs => rs.map(r => r.cells[0].innerText + '/' + r.cells[1].innerText)")
-        assert rated == ["02_gelu/gelu_shape", "02_gelu/gelu_values", "02_gelu/gelu_extremes"], rated
+        assert rated == ["03_gelu/gelu_shape", "03_gelu/gelu_values", "03_gelu/gelu_extremes"], rated
         # a score chart for the assignment handed in, drawn inline
-        assert page.eval_on_selector_all("figure.chart", "fs => fs.map(f => f.id)") == ["scores-02_gelu"]
+        assert page.eval_on_selector_all("figure.chart", "fs => fs.map(f => f.id)") == ["scores-03_gelu"]
         assert page.eval_on_selector_all("figure.chart svg", "ss => ss.length") == 1
         # the erf learner's likely mistake, counted once and named with who made it
         mistakes = page.eval_on_selector_all(
@@ -194,9 +194,9 @@ def test_the_progress_bar_says_what_the_report_says(graded):
     for student in FIRST + SECOND:
         stream = io.StringIO()
         bar = Progress(1, stream=stream)
-        bar.update(read_state(graded["out"], student, "02_gelu").to_dict(), done=1)
+        bar.update(read_state(graded["out"], student, "03_gelu").to_dict(), done=1)
         bar.close()
-        assert f"last {student}/02_gelu: {rows[student]['status']}" in stream.getvalue(), stream.getvalue()
+        assert f"last {student}/03_gelu: {rows[student]['status']}" in stream.getvalue(), stream.getvalue()
     assert rows["gelu_untouched"]["status"] == "untouched"
 
 

@@ -19,7 +19,7 @@ from classroom.isolation import uids
 from classroom.isolation import bwrap as sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
-ASSIGNMENTS = {"01_layernorm": ["layernorm"], "02_gelu": ["gelu"]}
+ASSIGNMENTS = {"02_layernorm": ["layernorm"], "03_gelu": ["gelu"]}
 
 PROBE = r"""
 import json, os, socket
@@ -30,7 +30,7 @@ def attempt(name, fn):
         res[name] = "ok"
     except Exception as exc:
         res[name] = type(exc).__name__
-attempt("read_solutions", lambda: open(os.environ["REPO"] + "/solutions/02_gelu/gelu.ipynb").read())
+attempt("read_solutions", lambda: open(os.environ["REPO"] + "/solutions/03_gelu/gelu.ipynb").read())
 attempt("list_repo", lambda: res.setdefault("repo", sorted(os.listdir(os.environ["REPO"]))))
 attempt("read_gradebook", lambda: open(os.environ["SECRET"]).read())
 attempt("write_outside", lambda: open(os.environ["OUTSIDE"] + "/x", "w").write("x"))
@@ -44,7 +44,7 @@ print(json.dumps(res))
 
 @pytest.fixture()
 def box(tmp_path):
-    work, scratch = tmp_path / "autograded" / "alice" / "02_gelu", tmp_path / "scratch"
+    work, scratch = tmp_path / "autograded" / "alice" / "03_gelu", tmp_path / "scratch"
     work.mkdir(parents=True)
     scratch.mkdir()
     (tmp_path / "rt").mkdir()
@@ -103,9 +103,9 @@ def test_grade_command_refuses_without_sandbox(tmp_path, monkeypatch, capsys):
     def no_sandbox(spec):
         raise sandbox.SandboxUnavailable("bubblewrap could not create the sandbox: Operation not permitted")
     monkeypatch.setattr(sandbox, "check", no_sandbox)
-    handed_in = tmp_path / "subs" / "alice" / "02_gelu" / "gelu.ipynb"
+    handed_in = tmp_path / "subs" / "alice" / "03_gelu" / "gelu.ipynb"
     handed_in.parent.mkdir(parents=True)
-    shutil.copyfile(ROOT / "exercises" / "02_gelu" / "gelu.ipynb", handed_in)
+    shutil.copyfile(ROOT / "exercises" / "03_gelu" / "gelu.ipynb", handed_in)
     rc = grade.main([str(tmp_path / "subs"), "--out", str(tmp_path / "out"), "--db",
                      f"sqlite:///{tmp_path / 'db.db'}", "--no-progress"])
     assert rc == 2
@@ -124,18 +124,18 @@ def _nb(text: str = "") -> bytes:
 
 def test_collect_nbgrader_folder(tmp_path):
     base = tmp_path / "submitted"
-    (base / "alice" / "02_gelu").mkdir(parents=True)
-    (base / "alice" / "02_gelu" / "gelu.ipynb").write_bytes(_nb("a"))
-    (base / "alice" / "02_gelu" / "notes.txt").write_text("mine")
-    (base / "alice" / "02_gelu" / "peek.ipynb").symlink_to(ROOT / "solutions" / "02_gelu" / "gelu.ipynb")
-    (base / "bob" / "01_layernorm").mkdir(parents=True)
-    (base / "bob" / "01_layernorm" / "layernorm.ipynb").write_bytes(_nb("b"))
+    (base / "alice" / "03_gelu").mkdir(parents=True)
+    (base / "alice" / "03_gelu" / "gelu.ipynb").write_bytes(_nb("a"))
+    (base / "alice" / "03_gelu" / "notes.txt").write_text("mine")
+    (base / "alice" / "03_gelu" / "peek.ipynb").symlink_to(ROOT / "solutions" / "03_gelu" / "gelu.ipynb")
+    (base / "bob" / "02_layernorm").mkdir(parents=True)
+    (base / "bob" / "02_layernorm" / "layernorm.ipynb").write_bytes(_nb("b"))
     subs, problems = collect(tmp_path, ASSIGNMENTS)
     # files beside the released notebooks are no longer given to the kernel: they are
     # listed in `refused` instead of `files`
     got = {(s.student, s.assignment): (sorted(s.files), s.refused) for s in subs}
-    assert got == {("alice", "02_gelu"): (["gelu.ipynb"], ["notes.txt"]),
-                   ("bob", "01_layernorm"): (["layernorm.ipynb"], [])}
+    assert got == {("alice", "03_gelu"): (["gelu.ipynb"], ["notes.txt"]),
+                   ("bob", "02_layernorm"): (["layernorm.ipynb"], [])}
     assert any("peek.ipynb" in p for p in problems)
 
 
@@ -143,11 +143,11 @@ def test_collect_platform_zip(tmp_path):
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
         zf.writestr("carol_gelu.ipynb", _nb("c"))  # <student>_<notebook>
-        zf.writestr("dave_01_layernorm.ipynb", _nb("d"))  # <student>_<assignment>
+        zf.writestr("dave_02_layernorm.ipynb", _nb("d"))  # <student>_<assignment>
         zf.writestr("erin/gelu.ipynb", _nb("e"))  # <student>/<notebook>
         # a folder beside other learners is a learner's folder, never a wrapping one:
         # "export" is read as a learner, and frank's notebook inside it is refused
-        zf.writestr("export/frank/02_gelu/gelu.ipynb", _nb("f"))
+        zf.writestr("export/frank/03_gelu/gelu.ipynb", _nb("f"))
         zf.writestr("../evil_gelu.ipynb", _nb("x"))
         zf.writestr("/abs_gelu.ipynb", _nb("x"))
         link = zipfile.ZipInfo("gina_gelu.ipynb")
@@ -156,23 +156,23 @@ def test_collect_platform_zip(tmp_path):
         zf.writestr("readme.txt", "hello")
     path = tmp_path / "class.zip"
     path.write_bytes(buf.getvalue())
-    subs, problems = collect(path, ASSIGNMENTS, students={"carol", "dave", "erin"})  # dave, not dave_01
+    subs, problems = collect(path, ASSIGNMENTS, students={"carol", "dave", "erin"})  # dave, not dave_02
     got = {(s.student, s.assignment): s.files for s in subs}
-    assert got == {("carol", "02_gelu"): {"gelu.ipynb": _nb("c")},
-                   ("dave", "01_layernorm"): {"layernorm.ipynb": _nb("d")},
-                   ("erin", "02_gelu"): {"gelu.ipynb": _nb("e")}}
+    assert got == {("carol", "03_gelu"): {"gelu.ipynb": _nb("c")},
+                   ("dave", "02_layernorm"): {"layernorm.ipynb": _nb("d")},
+                   ("erin", "03_gelu"): {"gelu.ipynb": _nb("e")}}
     text = "\n".join(problems)
     for bad in ("../evil_gelu.ipynb", "/abs_gelu.ipynb", "gina_gelu.ipynb", "readme.txt",
-                "export/frank/02_gelu/gelu.ipynb"):
+                "export/frank/03_gelu/gelu.ipynb"):
         assert bad in text
     # the wrapped nbgrader layout is read when one folder wraps the whole class
     wrapped = tmp_path / "wrapped.zip"
     with zipfile.ZipFile(wrapped, "w") as zf:
-        zf.writestr("export/frank/02_gelu/gelu.ipynb", _nb("f"))
+        zf.writestr("export/frank/03_gelu/gelu.ipynb", _nb("f"))
         zf.writestr("export/carol_gelu.ipynb", _nb("c"))
     subs, problems = collect(wrapped, ASSIGNMENTS)
     assert {(s.student, s.assignment): s.files for s in subs} == {
-        ("carol", "02_gelu"): {"gelu.ipynb": _nb("c")}, ("frank", "02_gelu"): {"gelu.ipynb": _nb("f")}}
+        ("carol", "03_gelu"): {"gelu.ipynb": _nb("c")}, ("frank", "03_gelu"): {"gelu.ipynb": _nb("f")}}
     assert problems == []
 
 

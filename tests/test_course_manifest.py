@@ -42,7 +42,7 @@ def test_the_manifest_names_every_assignment_the_repository_holds():
         assert set(a.catalogs()) == {"de", "ka"} and all(p.is_file() for p in a.catalogs().values()), a
         assert sorted(p.name for p in a.exercise.parent.glob("*.ipynb")) == [a.filename], a
         assert a.points() and all(p > 0 for p in a.points().values()), a
-    assert COURSE["02_gelu"].function() == ("gelu", "x")
+    assert COURSE["03_gelu"].function() == ("gelu", "x")
     with pytest.raises(KeyError, match="'09_nothing' is no assignment"):
         COURSE["09_nothing"]
 
@@ -75,7 +75,7 @@ def test_the_translated_tables_show_the_same_points(language):
 
 @pytest.mark.fast
 def test_the_release_writes_the_metadata_s_points_into_the_table_and_the_first_lines():
-    cells = COURSE["01_layernorm"].cells()
+    cells = COURSE["02_layernorm"].cells()
     changed = copy.deepcopy(cells)
     cell = next(c for c in changed if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "ln_eps")
     cell["metadata"]["nbgrader"]["points"] = 1
@@ -107,7 +107,7 @@ def test_the_docs_name_no_assignment_the_manifest_lacks():
 
 # ----------------------------------------------------------------------------- bad manifests
 def _entry(**over) -> dict:
-    entry = {"name": "01_layernorm", "notebook": "layernorm", "chapter": "04_layernorm_and_placement",
+    entry = {"name": "02_layernorm", "notebook": "layernorm", "chapter": "04_layernorm_and_placement",
              "checks": "layernorm"}
     entry.update(over)
     return {k: v for k, v in entry.items() if v is not None}
@@ -118,37 +118,37 @@ def _toml(*entries: dict, extra: str = "") -> str:
                            for e in entries)
 
 
-GELU = _entry(name="02_gelu", notebook="gelu", chapter="05_mlp_and_gelu", checks="gelu")
+GELU = _entry(name="03_gelu", notebook="gelu", chapter="05_mlp_and_gelu", checks="gelu")
 BAD = {
     "missing folder": (_toml(_entry(name="07_missing")),
                        "course.toml: assignment 1 ('07_missing'): expected the folder solutions/07_missing/, "
                        "which does not exist"),
     "missing notebook": (_toml(_entry(notebook="layer_norm")),
-                         "course.toml: assignment 1 ('01_layernorm'): expected the notebook "
-                         "solutions/01_layernorm/layer_norm.ipynb, which does not exist"),
+                         "course.toml: assignment 1 ('02_layernorm'): expected the notebook "
+                         "solutions/02_layernorm/layer_norm.ipynb, which does not exist"),
     "unknown key": (_toml(_entry(), {**GELU, "points": 10}),
-                    "course.toml: assignment 2 ('02_gelu'): unknown key 'points' (expected only "
+                    "course.toml: assignment 2 ('03_gelu'): unknown key 'points' (expected only "
                     + ", ".join(KEYS) + ")"),
     "duplicate name": (_toml(_entry(), _entry()),
-                       "course.toml: assignment 2 ('01_layernorm'): duplicate name, already assignment 1 "
+                       "course.toml: assignment 2 ('02_layernorm'): duplicate name, already assignment 1 "
                        "(expected each assignment once)"),
     "missing key": (_toml(_entry(chapter=None)),
-                    "course.toml: assignment 1 ('01_layernorm'): missing key 'chapter' (expected "
+                    "course.toml: assignment 1 ('02_layernorm'): missing key 'chapter' (expected "
                     + ", ".join(KEYS) + ")"),
     "not a string": (_toml(_entry(notebook=3)),
-                     "course.toml: assignment 1 ('01_layernorm'): notebook must be a non-empty string, got 3"),
+                     "course.toml: assignment 1 ('02_layernorm'): notebook must be a non-empty string, got 3"),
     "missing chapter": (_toml(_entry(chapter="04_layernorm")),
-                        "course.toml: assignment 1 ('01_layernorm'): chapter '04_layernorm': expected the page "
+                        "course.toml: assignment 1 ('02_layernorm'): chapter '04_layernorm': expected the page "
                         "book/04_layernorm.md, which does not exist"),
     "missing checks": (_toml(_entry(checks="layer_norm")),
-                       "course.toml: assignment 1 ('01_layernorm'): checks 'layer_norm': expected the module "
+                       "course.toml: assignment 1 ('02_layernorm'): checks 'layer_norm': expected the module "
                        "andrea_ref/grading/layer_norm.py, which does not exist"),
     "bad name": (_toml(_entry(name="layernorm")),
                  "course.toml: assignment 1 ('layernorm'): name must be NN_topic (two digits, then lower-case "
                  "letters, digits or _), got 'layernorm'"),
     "out of order": (_toml(GELU, _entry()),
                      "course.toml: assignments must be listed in the order of their names (NN_...), got "
-                     "02_gelu, 01_layernorm"),
+                     "03_gelu, 02_layernorm"),
     "unknown top-level key": (_toml(_entry(), extra='title = "x"\n'),
                               "course.toml: unknown key 'title' (expected only [[assignment]] tables)"),
     "no assignments": ("", "course.toml: expected at least one [[assignment]] table"),
@@ -157,7 +157,7 @@ BAD = {
 }
 
 
-def _course(tmp_path: Path, text: str, folders=("01_layernorm", "02_gelu")) -> Path:
+def _course(tmp_path: Path, text: str, folders=("02_layernorm", "03_gelu")) -> Path:
     for name in folders:
         shutil.copytree(ROOT / "solutions" / name, tmp_path / "solutions" / name)
     (tmp_path / "book").mkdir()
@@ -182,9 +182,9 @@ def test_a_folder_the_manifest_does_not_name_is_refused(tmp_path):
     root = _course(tmp_path, _toml(_entry()))
     with pytest.raises(ManifestError) as err:
         load(root)
-    assert str(err.value) == ("course.toml: solutions/02_gelu/ holds a notebook but no [[assignment]] names it "
-                              "(expected an entry with name = '02_gelu', or no such folder)")
-    assert load(_course(tmp_path / "ok", _toml(_entry(), GELU))).names == ["01_layernorm", "02_gelu"]
+    assert str(err.value) == ("course.toml: solutions/03_gelu/ holds a notebook but no [[assignment]] names it "
+                              "(expected an entry with name = '03_gelu', or no such folder)")
+    assert load(_course(tmp_path / "ok", _toml(_entry(), GELU))).names == ["02_layernorm", "03_gelu"]
 
 
 @pytest.mark.fast
@@ -225,11 +225,11 @@ def _copy_of_the_course(dest: Path) -> Path:
 
 
 def _add_an_assignment(course: Path) -> None:
-    """The steps CONTRIBUTING.md names: a solution notebook (a copy of 02_gelu, one cell's
+    """The steps CONTRIBUTING.md names: a solution notebook (a copy of 03_gelu, one cell's
     points changed), its checks (gelu's), a manifest entry and its catalogs."""
     solution = course / "solutions" / NEW / f"{NOTEBOOK}.ipynb"
     solution.parent.mkdir()
-    nb = json.loads((course / "solutions" / "02_gelu" / "gelu.ipynb").read_text(encoding="utf-8"))
+    nb = json.loads((course / "solutions" / "03_gelu" / "gelu.ipynb").read_text(encoding="utf-8"))
     for cell in nb["cells"]:
         meta = cell["metadata"].get("nbgrader", {})
         if meta.get("grade_id") == "gelu_values":
@@ -240,7 +240,7 @@ def _add_an_assignment(course: Path) -> None:
                 'checks = "gelu"\n')
     for language in ("de", "ka"):
         catalogs = course / "book" / "locales" / language / "LC_MESSAGES" / "notebooks"
-        text = (catalogs / "02_gelu.po").read_text(encoding="utf-8")
+        text = (catalogs / "03_gelu.po").read_text(encoding="utf-8")
         (catalogs / f"{NEW}.po").write_text(text.replace("| 6 |", "| 5 |"), encoding="utf-8")
 
 
@@ -302,4 +302,4 @@ def test_a_fifth_assignment_is_added_through_the_manifest_alone(tmp_path):
     kit_de = json.loads((tmp_path / "kit" / "notebooks-de" / new.path).read_text(encoding="utf-8"))
     assert "| 5 |" in "".join("".join(c["source"]) for c in kit_de["cells"] if c["cell_type"] == "markdown")
     readme = (tmp_path / "kit" / "README.md").read_text(encoding="utf-8")
-    assert f"`04_block`, `{NEW}`" in readme and "The course's 5 graded notebooks" in readme
+    assert f"`{load()[-1].name}`, `{NEW}`" in readme and "The course's 5 graded notebooks" in readme

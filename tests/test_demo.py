@@ -38,14 +38,14 @@ def demo(tmp_path_factory):
 def test_every_learner_gets_what_the_demo_promises(demo):
     rows = demo["rows"]
     score = {k: float(r["score"]) for k, r in rows.items()}
-    assert score["ada", "01_layernorm"] == score["ada", "02_gelu"] == 10.0
-    assert 0 < score["ben", "01_layernorm"] < 10 and 0 < score["ben", "02_gelu"] < 10  # one property each
-    assert rows["cleo", "01_layernorm"]["status"] == rows["cleo", "02_gelu"]["status"] == "untouched"
-    assert score["dan", "01_layernorm"] == 10.0 and rows["dan", "02_gelu"]["status"] == "not submitted"
+    assert score["ada", "02_layernorm"] == score["ada", "03_gelu"] == 10.0
+    assert 0 < score["ben", "02_layernorm"] < 10 and 0 < score["ben", "03_gelu"] < 10  # one property each
+    assert rows["cleo", "02_layernorm"]["status"] == rows["cleo", "03_gelu"]["status"] == "untouched"
+    assert score["dan", "02_layernorm"] == 10.0 and rows["dan", "03_gelu"]["status"] == "not submitted"
     # the hostile learner's notebook claimed full marks: no points, and the instructor is told
-    assert score["eve", "02_gelu"] == 0.0
-    assert rows["eve", "02_gelu"]["status"] in ("tampering suspected", "held for review")
-    assert {rows["fay", a]["status"] for a in ("01_layernorm", "02_gelu")} == {"not submitted"}
+    assert score["eve", "03_gelu"] == 0.0
+    assert rows["eve", "03_gelu"]["status"] in ("tampering suspected", "held for review")
+    assert {rows["fay", a]["status"] for a in ("02_layernorm", "03_gelu")} == {"not submitted"}
 
 
 def test_it_says_what_to_open_and_those_pages_exist(demo):

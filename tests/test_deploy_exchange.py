@@ -57,7 +57,7 @@ else:
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(_SKIP is not None, reason=_SKIP or "")]
 
 COURSE = "andrea-block-lab"
-ASSIGNMENT = "02_gelu"
+ASSIGNMENT = "03_gelu"
 NOTEBOOK = ASSIGNMENTS[ASSIGNMENT][0]
 INSTRUCTOR, LEARNERS, OUTSIDER = "instructor1", ("ada", "bob"), "eve"
 ANSWERS = {"ada": "gelu_solution", "bob": "gelu_erf"}

@@ -234,8 +234,8 @@ def test_a_pod_stopped_mid_run_ends_in_seconds_and_gives_its_claim_back(graded, 
     _, results_ok, _ = graded
     from hostile.submissions import GELU, notebook_with
     subs = pod_root / "slow-submissions"
-    released = json.loads((ROOT / "exercises" / "02_gelu" / "gelu.ipynb").read_text())
-    path = subs / "slow_learner" / "02_gelu" / "gelu.ipynb"
+    released = json.loads((ROOT / "exercises" / "03_gelu" / "gelu.ipynb").read_text())
+    path = subs / "slow_learner" / "03_gelu" / "gelu.ipynb"
     path.parent.mkdir(parents=True)
     path.write_text(notebook_with(released, GELU + "import time\ntime.sleep(40)\n"))
     for d in [subs, *subs.rglob("*")]:

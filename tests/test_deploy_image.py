@@ -131,7 +131,7 @@ def test_the_runtime_requirements_hold_no_tooling_and_make_installs_them():
 
 def test_build_outputs_at_any_depth_stay_out_of_the_context(tmp_path):
     from docker.utils.build import exclude_paths
-    made = ["andrea_ref/__init__.py", "solutions/02_gelu/gelu.ipynb", "deploy/image/nbgrader_config.py",
+    made = ["andrea_ref/__init__.py", "solutions/03_gelu/gelu.ipynb", "deploy/image/nbgrader_config.py",
             "hub/node_modules/x/index.js", "lab/deep/er/node_modules/y.js", "node_modules/z.js",
             "book/_vendor/mathjax/tex-chtml.js", "_build/html/index.html", "book/locales/_build/x",
             ".venv/bin/python", ".venv-hub/bin/python", ".venv-ngshare/bin/python", "sub/venv/bin/python",
@@ -144,7 +144,7 @@ def test_build_outputs_at_any_depth_stay_out_of_the_context(tmp_path):
         p.write_text("x")
     patterns = [p.strip() for p in _dockerignore().splitlines() if p.strip() and not p.startswith("#")]
     context = {p for p in exclude_paths(str(tmp_path), patterns) if (tmp_path / p).is_file()}
-    assert context == {"andrea_ref/__init__.py", "solutions/02_gelu/gelu.ipynb", "deploy/image/nbgrader_config.py"}
+    assert context == {"andrea_ref/__init__.py", "solutions/03_gelu/gelu.ipynb", "deploy/image/nbgrader_config.py"}
     # the old file, which named node_modules at the top only, lets nested ones in
     old = [p for p in patterns if p not in ("**/node_modules",)] + ["node_modules"]
     assert "lab/deep/er/node_modules/y.js" in exclude_paths(str(tmp_path), old)

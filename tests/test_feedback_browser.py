@@ -38,7 +38,7 @@ SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WIDTH = 1200
 STUDENT = "learner1"
-HANDED_IN = {"01_layernorm": "ln_unbiased", "02_gelu": "gelu_solution"}
+HANDED_IN = {"02_layernorm": "ln_unbiased", "03_gelu": "gelu_solution"}
 
 pytestmark = pytest.mark.slow
 
@@ -179,7 +179,7 @@ def test_feedback_page_reads_well_offline(graded, browser, assignment):
         assert len(lines) == len(set(lines)), lines
         ticks = [ln for ln in lines if ln.startswith("\u2713")]
         cells = ASSIGNMENTS[assignment][3]
-        lost = {"01_layernorm": {"ln_normalise"}, "02_gelu": set()}[assignment]
+        lost = {"02_layernorm": {"ln_normalise"}, "03_gelu": set()}[assignment]
         assert len(ticks) == len(cells) - len(lost), lines
         text = page.evaluate("() => document.body.innerText")
         assert text.count("Likely mistake") == len(lost), text.count("Likely mistake")

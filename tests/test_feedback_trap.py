@@ -182,9 +182,9 @@ ATTACHMENTS = {
 def trap_notebook() -> str:
     """A correct GELU, with the trap cells right after the learner's own check (before
     the graded cells: what runs after them is not shown), and hostile metadata."""
-    nb_file = ASSIGNMENTS["02_gelu"][0]
-    released = json.loads((ROOT / "exercises" / "02_gelu" / nb_file).read_text())
-    solution = json.loads((ROOT / "solutions" / "02_gelu" / nb_file).read_text())
+    nb_file = ASSIGNMENTS["03_gelu"][0]
+    released = json.loads((ROOT / "exercises" / "03_gelu" / nb_file).read_text())
+    solution = json.loads((ROOT / "solutions" / "03_gelu" / nb_file).read_text())
     nb = json.loads(make_submission(BY_NAME["gelu_solution"], released, solution))
     first_graded = next(i for i, c in enumerate(nb["cells"]) if (c.get("metadata", {}).get("nbgrader") or {}).get("grade"))
     hostile_meta = {"alt": f"\"><img src=x onerror=\"{trap('cell-alt')}\">",
@@ -204,9 +204,9 @@ def trap_notebook() -> str:
 
 def pasted_notebook() -> str:
     """A correct LayerNorm with an image pasted into a markdown cell of the learner's own."""
-    nb_file = ASSIGNMENTS["01_layernorm"][0]
-    released = json.loads((ROOT / "exercises" / "01_layernorm" / nb_file).read_text())
-    solution = json.loads((ROOT / "solutions" / "01_layernorm" / nb_file).read_text())
+    nb_file = ASSIGNMENTS["02_layernorm"][0]
+    released = json.loads((ROOT / "exercises" / "02_layernorm" / nb_file).read_text())
+    solution = json.loads((ROOT / "solutions" / "02_layernorm" / nb_file).read_text())
     nb = json.loads(make_submission(BY_NAME["ln_solution"], released, solution))
     at = next(i for i, c in enumerate(nb["cells"]) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == "layer_norm")
     nb["cells"].insert(at + 1, {"cell_type": "markdown", "metadata": {}, "id": "my-sketch",
@@ -249,13 +249,13 @@ def graded(tmp_path_factory):
         pytest.fail(f"math cannot be typeset here: {why}")
     tmp = tmp_path_factory.mktemp("trap")
     subs = tmp / "subs"
-    gelu = ASSIGNMENTS["02_gelu"][0]
-    released = json.loads((ROOT / "exercises" / "02_gelu" / gelu).read_text())
-    solution = json.loads((ROOT / "solutions" / "02_gelu" / gelu).read_text())
+    gelu = ASSIGNMENTS["03_gelu"][0]
+    released = json.loads((ROOT / "exercises" / "03_gelu" / gelu).read_text())
+    solution = json.loads((ROOT / "solutions" / "03_gelu" / gelu).read_text())
     for student, assignment, name, text in (
-            (TRAP, "02_gelu", gelu, trap_notebook()),
-            ("pasted", "01_layernorm", ASSIGNMENTS["01_layernorm"][0], pasted_notebook()),
-            ("broken_page", "02_gelu", gelu, make_submission(BY_NAME["gelu_solution"], released, solution))):
+            (TRAP, "03_gelu", gelu, trap_notebook()),
+            ("pasted", "02_layernorm", ASSIGNMENTS["02_layernorm"][0], pasted_notebook()),
+            ("broken_page", "03_gelu", gelu, make_submission(BY_NAME["gelu_solution"], released, solution))):
         path = subs / student / assignment / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -272,7 +272,7 @@ def graded(tmp_path_factory):
     return {"proc": proc, "out": out, "tmp": tmp, "records": records}
 
 
-def _page(graded, student: str, assignment: str = "02_gelu") -> Path:
+def _page(graded, student: str, assignment: str = "03_gelu") -> Path:
     name = Path(ASSIGNMENTS[assignment][0]).stem
     page = graded["out"] / "feedback" / student / assignment / f"{name}.html"
     assert page.is_file(), (page, graded["proc"].stdout[-3000:], graded["proc"].stderr[-3000:])
@@ -358,7 +358,7 @@ def test_no_trap_fires_on_the_feedback_page(graded, browser, bypass_csp):
 def test_the_traps_are_live_in_the_page_nbconvert_rendered(graded, browser):
     """Control: the same notebook as nbconvert renders it (nbgrader's page, before this
     project's page builder) runs the learner's script."""
-    raw = list((graded["out"] / "workers").glob(f"w*/feedback/{TRAP}/02_gelu/gelu.html"))
+    raw = list((graded["out"] / "workers").glob(f"w*/feedback/{TRAP}/03_gelu/gelu.html"))
     assert raw, "nbgrader's rendering of the trap notebook was not kept"
     page, context, events = open_page(browser, raw[0], bypass_csp=True, interact=False)
     try:
@@ -394,7 +394,7 @@ def test_the_learners_honest_content_is_shown(graded, browser):
 
 
 def test_a_pasted_image_is_shown(graded, browser):
-    page, context, events = open_page(browser, _page(graded, "pasted", "01_layernorm"), interact=False)
+    page, context, events = open_page(browser, _page(graded, "pasted", "02_layernorm"), interact=False)
     try:
         _assert_quiet(events, "pasted")
         images = page.evaluate("""() => Array.from(document.images).map(i => ({
@@ -433,7 +433,7 @@ def _check_links(info: dict, folder: Path, what: str) -> list[str]:
 def test_a_page_copied_anywhere_reads_the_same(graded, browser, tmp_path):
     """Each page, with what it ships, copied to an unrelated folder and opened with the
     network blocked: math typeset, every image loaded, no dead link, no file:// anywhere."""
-    pages = [_page(graded, "pasted", "01_layernorm"), _page(graded, TRAP)]
+    pages = [_page(graded, "pasted", "02_layernorm"), _page(graded, TRAP)]
     for page_path in pages:
         folder = tmp_path / page_path.parent.parent.name / "somewhere" / "else"
         shutil.copytree(page_path.parent, folder)
@@ -519,7 +519,7 @@ def test_math_as_mathjax_writes_it_survives_the_sanitiser():
 def test_chapter_links_follow_the_book_address(graded):
     """c.CourseBook.url set: the chapter links go to the published book (in the page's edition)."""
     from traitlets.config import Config
-    raw = next((graded["out"] / "workers").glob("w*/feedback/pasted/01_layernorm/layernorm.html"))
+    raw = next((graded["out"] / "workers").glob("w*/feedback/pasted/02_layernorm/layernorm.html"))
     cfg = Config()
     cfg.CourseBook.url = "https://courses.example.org/andrea-block-lab"
     dest = graded["tmp"] / "published" / "layernorm.html"
@@ -531,7 +531,7 @@ def test_chapter_links_follow_the_book_address(graded):
 
 
 def test_without_a_built_book_the_links_are_left_out_with_a_note(graded, monkeypatch):
-    raw = next((graded["out"] / "workers").glob("w*/feedback/pasted/01_layernorm/layernorm.html"))
+    raw = next((graded["out"] / "workers").glob("w*/feedback/pasted/02_layernorm/layernorm.html"))
     monkeypatch.setattr(chapters, "BUILT_BOOK", graded["tmp"] / "no-book-here")
     dest = graded["tmp"] / "unbuilt" / "layernorm.html"
     done = feedback.build_page(raw.read_text(), dest)
@@ -542,7 +542,7 @@ def test_without_a_built_book_the_links_are_left_out_with_a_note(graded, monkeyp
 
 
 def test_math_that_cannot_be_typeset_is_shown_as_tex_with_a_note(graded, monkeypatch):
-    raw = next((graded["out"] / "workers").glob("w*/feedback/pasted/01_layernorm/layernorm.html"))
+    raw = next((graded["out"] / "workers").glob("w*/feedback/pasted/02_layernorm/layernorm.html"))
     monkeypatch.setattr(mathsvg, "NODE_MODULES", graded["tmp"] / "no-mathjax")
     monkeypatch.setattr(mathsvg, "STAMP", graded["tmp"] / "no-mathjax" / "stamp")
     dest = graded["tmp"] / "no-math" / "layernorm.html"

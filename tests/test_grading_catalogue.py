@@ -37,9 +37,9 @@ pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sa
 def namespace(notebook):
     """What the notebook's locked set-up cell defines."""
     ns = {"torch": torch, "math": math, "grading": grading}
-    if notebook == "03_mlp":
+    if notebook == "04_mlp":
         ns["gelu"] = provided_gelu
-    if notebook == "04_block":
+    if notebook == "01_block":
         ns.update(layer_norm=provided_layer_norm, causal_self_attention=causal_self_attention, mlp=provided_mlp)
     return ns
 

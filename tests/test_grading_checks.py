@@ -59,7 +59,7 @@ def test_untouched_exercise_fails_every_check():
     def layer_norm(x, gamma, beta, eps=1e-5):
         raise NotImplementedError()
 
-    for check in CHECKS["01_layernorm"].values():
+    for check in CHECKS["02_layernorm"].values():
         with pytest.raises(AssertionError, match="not written yet"):
             check(layer_norm)
 
@@ -103,7 +103,7 @@ def test_warnings_and_stderr_inside_a_correct_answer_stay_silent(capfd):
         print("debugging", file=sys.stderr)
         return _good_gelu(x)
 
-    for check in CHECKS["02_gelu"].values():
+    for check in CHECKS["03_gelu"].values():
         check(noisy)
     out, err = capfd.readouterr()
     assert err == ""
@@ -206,8 +206,8 @@ def test_notebooks_state_the_tolerances_the_checks_apply():
         assert "rtol = atol = 1e-5" in _rules(assignment), assignment
         assert "float32 and float64 alike" in _rules(assignment), assignment
     assert gelu_checks.EXTREMES_TOL == (1e-3, 1e-5)
-    assert "`x` or 0 within rtol = 1e-3, atol = 1e-5" in _rules("02_gelu")
-    assert "by more than rtol = atol = 1e-4" in _rules("04_block")
+    assert "`x` or 0 within rtol = 1e-3, atol = 1e-5" in _rules("03_gelu")
+    assert "by more than rtol = atol = 1e-4" in _rules("01_block")
 
 
 def test_a_narrower_result_is_judged_with_its_rounding():
@@ -219,7 +219,7 @@ def test_a_narrower_result_is_judged_with_its_rounding():
 
     with pytest.raises(AssertionError, match="dtype torch.float16"):
         grading.check_layer_norm_shape(half_norm)
-    for check in list(CHECKS["01_layernorm"].values())[1:]:
+    for check in list(CHECKS["02_layernorm"].values())[1:]:
         check(half_norm)
     assert _core.tol_for(torch.float64, result=torch.zeros(1)) == (1e-5 + 2.0 ** -23, 1e-5)
     assert _core.tol_for(torch.float32, result=torch.zeros(1, dtype=torch.float64)) == (1e-5, 1e-5)

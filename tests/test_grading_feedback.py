@@ -67,8 +67,8 @@ def test_learner_lines_from_another_process_are_shown_as_plain_text():
 
 # ----------------------------------------------------------------------------- end to end
 def _nbs():
-    return (json.loads((ROOT / "solutions" / "02_gelu" / "gelu.ipynb").read_text()),
-            json.loads((ROOT / "exercises" / "02_gelu" / "gelu.ipynb").read_text()))
+    return (json.loads((ROOT / "solutions" / "03_gelu" / "gelu.ipynb").read_text()),
+            json.loads((ROOT / "exercises" / "03_gelu" / "gelu.ipynb").read_text()))
 
 
 @pytest.mark.slow
@@ -90,7 +90,7 @@ def test_the_feedback_page_shows_what_the_notebook_shows_for_a_crash(host, tmp_p
         if gid and errors:
             kernel[gid] = errors[0]
     # the independent check, and what its feedback page shows
-    plan = scoring_plan.build_plan(sol, rel, where="02_gelu")
+    plan = scoring_plan.build_plan(sol, rel, where="03_gelu")
     verdict = verdicts.check_notebook(plan, nb, host, cell_timeout=60)
     assert {g for g, c in verdict.cells.items() if not c.passed} == set(kernel) == {
         "gelu_shape", "gelu_values", "gelu_extremes"}

@@ -98,8 +98,8 @@ def test_every_other_submission_was_autograded(graded):
 
 
 def test_deleted_test_cell_is_restored_with_hidden_tests(graded):
-    course = graded["01_layernorm"]["course"]
-    nb = json.loads((course / "autograded" / "ln_deleted_test_cell" / "01_layernorm" / "layernorm.ipynb").read_text())
+    course = graded["02_layernorm"]["course"]
+    nb = json.loads((course / "autograded" / "ln_deleted_test_cell" / "02_layernorm" / "layernorm.ipynb").read_text())
     ids = [c["metadata"].get("nbgrader", {}).get("grade_id") for c in nb["cells"]]
     assert "ln_shape" in ids
     source = "".join(nb["cells"][ids.index("ln_shape")]["source"])
@@ -107,25 +107,25 @@ def test_deleted_test_cell_is_restored_with_hidden_tests(graded):
 
 
 def test_edited_test_cells_are_restored(graded):
-    course = graded["02_gelu"]["course"]
-    nb = json.loads((course / "autograded" / "gelu_edited_test_cell" / "02_gelu" / "gelu.ipynb").read_text())
+    course = graded["03_gelu"]["course"]
+    nb = json.loads((course / "autograded" / "gelu_edited_test_cell" / "03_gelu" / "gelu.ipynb").read_text())
     for cell in nb["cells"]:
         grade_id = cell["metadata"].get("nbgrader", {}).get("grade_id", "")
-        if grade_id in S.ASSIGNMENTS["02_gelu"][3]:
+        if grade_id in S.ASSIGNMENTS["03_gelu"][3]:
             assert "grading.check_gelu" in "".join(cell["source"])
 
 
 def test_endless_loop_at_top_level_is_interrupted(graded):
     """The cell times out, is interrupted, and the notebook is still graded (0 points)."""
-    course = graded["04_block"]["course"]
-    nb = json.loads((course / "autograded" / "block_loop_at_top" / "04_block" / "block.ipynb").read_text())
+    course = graded["01_block"]["course"]
+    nb = json.loads((course / "autograded" / "block_loop_at_top" / "01_block" / "block.ipynb").read_text())
     outputs = json.dumps([c.get("outputs", []) for c in nb["cells"]])
     assert "CellTimeoutError" in outputs or "KeyboardInterrupt" in outputs
 
 
 def test_torch_warning_reaches_no_test_cell(graded):
-    course = graded["02_gelu"]["course"]
-    nb = json.loads((course / "autograded" / "gelu_warns" / "02_gelu" / "gelu.ipynb").read_text())
+    course = graded["03_gelu"]["course"]
+    nb = json.loads((course / "autograded" / "gelu_warns" / "03_gelu" / "gelu.ipynb").read_text())
     for cell in nb["cells"]:
         if cell["metadata"].get("nbgrader", {}).get("grade"):
             assert all(o.get("name") != "stderr" for o in cell.get("outputs", []))
@@ -175,10 +175,10 @@ def test_lab_validate_button(tmp_path):
     from andrea_ref.grading.course import nbgrader_env
 
     shutil.copy(REPO / "nbgrader_config.py", tmp_path / "nbgrader_config.py")
-    done = _finished_notebook(tmp_path / "exercises", "02_gelu")
+    done = _finished_notebook(tmp_path / "exercises", "03_gelu")
     untouched = tmp_path / "exercises" / "untouched" / "gelu.ipynb"
     untouched.parent.mkdir(parents=True)
-    shutil.copy(REPO / "exercises" / "02_gelu" / "gelu.ipynb", untouched)
+    shutil.copy(REPO / "exercises" / "03_gelu" / "gelu.ipynb", untouched)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]

@@ -51,7 +51,7 @@ def test_the_templates_hold_the_book_the_notebooks_and_the_package(templates):
     book = (pot_dir / "book" / "03_residual_connections.pot").read_text(encoding="utf-8")
     assert 'msgid "Residual connections"' in book
     assert "Two panels of gradient norm" in book  # a figure's alt text is a message too
-    nb = (pot_dir / "notebooks" / "01_layernorm.pot").read_text(encoding="utf-8")
+    nb = (pot_dir / "notebooks" / "02_layernorm.pot").read_text(encoding="utf-8")
     assert "Exercise 1: LayerNorm" in nb
     figures = (package_pot_dir / "figures.pot").read_text(encoding="utf-8")
     assert "number of blocks" in figures and "causal self-attention" in figures
@@ -171,7 +171,7 @@ def test_lab_opens_the_notebooks_in_the_chosen_language(tmp_path):
            "--exchange", str(tmp_path / "ex")]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    nb = json.loads((tmp_path / "ws" / "01_layernorm" / "layernorm.ipynb").read_text(encoding="utf-8"))
+    nb = json.loads((tmp_path / "ws" / "02_layernorm" / "layernorm.ipynb").read_text(encoding="utf-8"))
     assert nb["metadata"]["andrea"] == {"lang": "de"}
     assert "Übung" in "".join(nb["cells"][0]["source"])
     bad = subprocess.run(cmd, env={**env, "ANDREA_LANG": "fr"}, capture_output=True, text=True, timeout=120)
@@ -212,7 +212,7 @@ def test_numbers_in_drawn_tables_are_written_the_editions_way():
 
 def test_a_kernel_follows_its_notebooks_language(tmp_path):
     """With no ANDREA_LANG, a kernel speaks the language of the notebook JupyterLab runs it for."""
-    nb_path = notebook_i18n.release("de", dest=tmp_path / "de") / "01_layernorm" / "layernorm.ipynb"
+    nb_path = notebook_i18n.release("de", dest=tmp_path / "de") / "02_layernorm" / "layernorm.ipynb"
     code = ("from andrea_ref import i18n; from andrea_ref.grading import layernorm as L\n"
             "import torch\n"
             "def wrong(x, g, b, eps=1e-5):\n"

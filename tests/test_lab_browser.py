@@ -110,16 +110,16 @@ def test_file_browser_shows_released_notebooks_only(learner_lab, browser):
 
 
 @pytest.mark.parametrize("path", [
-    "/files/../solutions/01_layernorm/layernorm.ipynb",
+    "/files/../solutions/02_layernorm/layernorm.ipynb",
     "/files/..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
-    "/files/%2E%2E/solutions/01_layernorm/layernorm.ipynb",
-    "/files/../../solutions/01_layernorm/layernorm.ipynb",
-    "/api/contents/../solutions/01_layernorm/layernorm.ipynb",
+    "/files/%2E%2E/solutions/02_layernorm/layernorm.ipynb",
+    "/files/../../solutions/02_layernorm/layernorm.ipynb",
+    "/api/contents/../solutions/02_layernorm/layernorm.ipynb",
     "/api/contents/..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
     "/api/contents/%2E%2E%2F%2E%2E%2Fsolutions",
-    "/files/solutions/01_layernorm/layernorm.ipynb",
+    "/files/solutions/02_layernorm/layernorm.ipynb",
     "/api/contents/solutions",
-    "/nbconvert/html/../solutions/01_layernorm/layernorm.ipynb",
+    "/nbconvert/html/../solutions/02_layernorm/layernorm.ipynb",
     "/nbconvert/html/..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
 ])
 def test_solutions_unreachable_by_url(learner_lab, path):
@@ -136,7 +136,7 @@ def test_lab_tree_url_does_not_open_a_solution(learner_lab, browser):
     served: list[tuple[str, int]] = []
     page = context.new_page()
     page.on("response", lambda r: served.append((r.url, r.status)) if "/api/contents" in r.url else None)
-    for path in ("/lab/tree/../solutions/01_layernorm/layernorm.ipynb",
+    for path in ("/lab/tree/../solutions/02_layernorm/layernorm.ipynb",
                  "/lab/tree/..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb"):
         page.goto(f"http://127.0.0.1:{port}{path}?token={TOKEN}", wait_until="load")
         page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
@@ -176,19 +176,19 @@ def test_assignment_list_without_error_and_no_instructor_tools(learner_lab, brow
     # Hand-in: Submit puts the learner's notebook into the exchange's inbound folder.
     inbound = tmp / "exchange" / "andrea-block-lab" / "inbound"
     before = set(inbound.iterdir())
-    row = page.locator("#nbgrader-assignment-list .list_item", has_text="02_gelu").first
+    row = page.locator("#nbgrader-assignment-list .list_item", has_text="03_gelu").first
     row.get_by_role("button", name="Submit").click()
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and set(inbound.iterdir()) == before:
         time.sleep(0.5)
     new = sorted(p.name for p in set(inbound.iterdir()) - before)
-    assert len(new) == 1 and "+02_gelu+" in new[0], new
+    assert len(new) == 1 and "+03_gelu+" in new[0], new
     assert (inbound / new[0] / "gelu.ipynb").is_file()
     page.wait_for_timeout(1000)
     assert not page.eval_on_selector_all(".jp-Dialog", "els => els.map(e => e.innerText)")
 
     # A notebook open: no Create Assignment sidebar, no instructor tool anywhere.
-    page.goto(f"http://127.0.0.1:{port}/lab/tree/02_gelu/gelu.ipynb?token={TOKEN}", wait_until="load")
+    page.goto(f"http://127.0.0.1:{port}/lab/tree/03_gelu/gelu.ipynb?token={TOKEN}", wait_until="load")
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
     page.wait_for_timeout(1500)
     tabs = page.eval_on_selector_all(".lm-TabBar-tabLabel, .lm-TabBar-tab[title]",
@@ -248,7 +248,7 @@ def test_chapter_link_opens_the_book_in_a_new_tab(edition_lab, browser, key):
     blocked: list[str] = []
     context = _context(browser, blocked)
     failures = record_failures(context)
-    page = open_lab(context, port, TOKEN, f"{base_url}lab/tree/01_layernorm/layernorm.ipynb")
+    page = open_lab(context, port, TOKEN, f"{base_url}lab/tree/02_layernorm/layernorm.ipynb")
     page.wait_for_selector(".jp-NotebookPanel .jp-Cell", timeout=60_000)
     href, tab = follow_chapter_link(page)
     m = CHAPTER_LINK.fullmatch(href)
@@ -300,9 +300,9 @@ def test_book_is_served_to_the_logged_in_only_and_only_the_book(learner_lab):
     # fetches fonts and MathJax in CORS mode, without the credentials JupyterHub asks for)
     status, body = _get(port, "/andrea-book/_static/andrea.css", token=None)
     assert status == 200 and body, status
-    for path in ("/andrea-book/.buildinfo", "/andrea-book/../solutions/01_layernorm/layernorm.ipynb",
+    for path in ("/andrea-book/.buildinfo", "/andrea-book/../solutions/02_layernorm/layernorm.ipynb",
                  "/andrea-book/..%2F..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
-                 "/andrea-book/%2E%2E/%2E%2E/solutions/01_layernorm/layernorm.ipynb"):
+                 "/andrea-book/%2E%2E/%2E%2E/solutions/02_layernorm/layernorm.ipynb"):
         status, body = _get(port, path)
         assert status >= 400 and b"BEGIN SOLUTION" not in body, (path, status)
 
@@ -316,7 +316,7 @@ def test_news_pop_up_is_off(learner_lab, browser):
     assert composite["fetchNews"] == "false" and composite["checkForUpdates"] is False, composite
     blocked: list[str] = []
     context = _context(browser, blocked)
-    page = open_notebook(context, port, TOKEN, "03_mlp/mlp.ipynb")
+    page = open_notebook(context, port, TOKEN, "04_mlp/mlp.ipynb")
     page.wait_for_timeout(5000)  # JupyterLab asks a few seconds after it starts
     toasts = page.eval_on_selector_all(".Toastify__toast, .jp-Notification-Toast",
                                        "els => els.map(e => e.innerText)")
@@ -339,7 +339,7 @@ def test_self_check_lines_wrap_at_spaces(learner_lab, browser):
     port, _ = learner_lab
     blocked: list[str] = []
     context = _context(browser, blocked)
-    page = open_notebook(context, port, TOKEN, "01_layernorm/layernorm.ipynb")
+    page = open_notebook(context, port, TOKEN, "02_layernorm/layernorm.ipynb")
     type_into_cell(page, "def layer_norm(", UNBIASED)
     out = run_all_and_wait(page, "properties hold.")
     text = out.inner_text()
@@ -358,7 +358,7 @@ def test_lock_marker_is_drawn_without_an_emoji_font(learner_lab, browser_without
     port, _ = learner_lab
     blocked: list[str] = []
     context = loopback_context(browser_without_emoji_font, blocked)
-    page = open_notebook(context, port, TOKEN, "04_block/block.ipynb")
+    page = open_notebook(context, port, TOKEN, "01_block/block.ipynb")
     first_lines = page.locator(".jp-CodeCell .cm-line:first-child")
     first_lines.first.wait_for(timeout=30_000)
     # the set-up cell, the first code cell (JupyterLab draws the editors of cells off
@@ -408,15 +408,15 @@ def test_workspace_refresh_keeps_learner_edits(tmp_path):
     assert lab.refresh_workspace(ws, exercises) == []
     assert sorted(p.relative_to(ws).as_posix() for p in ws.glob("*/*.ipynb")) == \
         sorted(p.relative_to(exercises).as_posix() for p in exercises.glob("*/*.ipynb"))
-    edited, untouched = ws / "02_gelu" / "gelu.ipynb", ws / "03_mlp" / "mlp.ipynb"
+    edited, untouched = ws / "03_gelu" / "gelu.ipynb", ws / "04_mlp" / "mlp.ipynb"
     edited.write_text(edited.read_text().replace("raise NotImplementedError()", "return x"))
     mine = edited.read_bytes()
-    for name in ("02_gelu/gelu.ipynb", "03_mlp/mlp.ipynb"):  # a new release of both
+    for name in ("03_gelu/gelu.ipynb", "04_mlp/mlp.ipynb"):  # a new release of both
         src = exercises / name
         src.write_text(src.read_text().replace("# YOUR CODE HERE", "# YOUR CODE HERE (v2)"))
     kept = lab.refresh_workspace(ws, exercises)
-    assert len(kept) == 1 and kept[0].startswith("02_gelu/gelu.ipynb"), kept
+    assert len(kept) == 1 and kept[0].startswith("03_gelu/gelu.ipynb"), kept
     assert edited.read_bytes() == mine
-    assert (ws / "02_gelu" / "gelu.new-release.ipynb").read_bytes() == (exercises / "02_gelu/gelu.ipynb").read_bytes()
-    assert untouched.read_bytes() == (exercises / "03_mlp/mlp.ipynb").read_bytes()
+    assert (ws / "03_gelu" / "gelu.new-release.ipynb").read_bytes() == (exercises / "03_gelu/gelu.ipynb").read_bytes()
+    assert untouched.read_bytes() == (exercises / "04_mlp/mlp.ipynb").read_bytes()
     assert lab.refresh_workspace(ws, exercises) == kept  # stable on the next start

@@ -100,7 +100,7 @@ def test_failed_check_in_a_kernel_shows_the_message_not_a_traceback(tmp_path):
 
 @pytest.mark.slow
 def test_validate_shows_the_message_not_a_traceback(tmp_path):
-    nb = json.loads(NOTEBOOKS["02_gelu"].read_text())
+    nb = json.loads(NOTEBOOKS["03_gelu"].read_text())
     for cell in nb["cells"]:
         if cell["metadata"].get("nbgrader", {}).get("solution"):
             cell["source"] = "def gelu(x):\n    return x\n"
@@ -114,7 +114,7 @@ def test_validate_shows_the_message_not_a_traceback(tmp_path):
 
 
 def _gelu_notebook(folder: Path, body: str) -> Path:
-    nb = json.loads(NOTEBOOKS["02_gelu"].read_text())
+    nb = json.loads(NOTEBOOKS["03_gelu"].read_text())
     for cell in nb["cells"]:
         if cell["metadata"].get("nbgrader", {}).get("solution"):
             cell["source"] = f"def gelu(x):\n{body}"
@@ -362,38 +362,38 @@ def test_a_release_that_changes_nothing_touches_nothing_and_says_up_to_date(cour
 
 @pytest.mark.slow
 def test_a_release_replaces_only_what_changed(course):
-    solution = course / "solutions" / "02_gelu" / "gelu.ipynb"
+    solution = course / "solutions" / "03_gelu" / "gelu.ipynb"
     nb = json.loads(solution.read_text())
     cell = next(c for c in nb["cells"] if c["cell_type"] == "markdown")
     cell["source"] = "".join(cell["source"]) + "\nOne more sentence.\n"
     solution.write_text(json.dumps(nb, indent=1))
-    others = {p: p.stat().st_mtime_ns for p in (course / "exercises").rglob("*.ipynb") if p.parent.name != "02_gelu"}
+    others = {p: p.stat().st_mtime_ns for p in (course / "exercises").rglob("*.ipynb") if p.parent.name != "03_gelu"}
     proc = _release(course)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"Wrote 1 of {len(load())} file(s) in exercises/ (02_gelu/gelu.ipynb)" in proc.stdout, proc.stdout
-    assert "One more sentence." in (course / "exercises" / "02_gelu" / "gelu.ipynb").read_text()
+    assert f"Wrote 1 of {len(load())} file(s) in exercises/ (03_gelu/gelu.ipynb)" in proc.stdout, proc.stdout
+    assert "One more sentence." in (course / "exercises" / "03_gelu" / "gelu.ipynb").read_text()
     assert {p: p.stat().st_mtime_ns for p in others} == others
     assert release.edited_since_release(course) == []
 
 
 @pytest.mark.slow
 def test_release_refuses_to_overwrite_an_edited_notebook_and_force_overwrites_it(course):
-    gelu = course / "exercises" / "02_gelu" / "gelu.ipynb"
+    gelu = course / "exercises" / "03_gelu" / "gelu.ipynb"
     original = gelu.read_bytes()
     edited = _edit_answer(gelu)
-    others = {n: d for n, d in release.released_files(course).items() if n != "02_gelu/gelu.ipynb"}
+    others = {n: d for n, d in release.released_files(course).items() if n != "03_gelu/gelu.ipynb"}
     manifest = (course / "exercises" / release.MANIFEST).read_bytes()
 
     proc = _release(course)
     assert proc.returncode == 1
     out = proc.stdout
-    assert "exercises/02_gelu/gelu.ipynb" in out and "layernorm" not in out, out
+    assert "exercises/03_gelu/gelu.ipynb" in out and "layernorm" not in out, out
     assert "cell gelu: -1 +" in out, out                 # which cell, how much
     assert "-    return x  # my answer" in out, out       # what would be lost
     assert "outputs of 1 cell(s) would be cleared" in out, out
     assert "FORCE=1" in out and "Nothing was written" in out, out
     assert gelu.read_bytes() == edited                   # nothing was touched
-    assert {n: d for n, d in release.released_files(course).items() if n != "02_gelu/gelu.ipynb"} == others
+    assert {n: d for n, d in release.released_files(course).items() if n != "03_gelu/gelu.ipynb"} == others
     assert (course / "exercises" / release.MANIFEST).read_bytes() == manifest
     assert not (course / "gradebook.db").exists()
 
@@ -404,8 +404,8 @@ def test_release_refuses_to_overwrite_an_edited_notebook_and_force_overwrites_it
 
 
 def test_a_notebook_without_a_record_counts_as_edited(course):
-    (course / "exercises" / "02_gelu" / "notes.ipynb").write_text("{}")
-    assert release.edited_since_release(course) == ["02_gelu/notes.ipynb"]
+    (course / "exercises" / "03_gelu" / "notes.ipynb").write_text("{}")
+    assert release.edited_since_release(course) == ["03_gelu/notes.ipynb"]
     (course / "exercises" / release.MANIFEST).unlink()
     assert len(release.edited_since_release(course)) == len(NOTEBOOKS) + 1
     assert release.change_summary(b"{}", None) == [

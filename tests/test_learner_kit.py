@@ -338,7 +338,7 @@ def test_kit_chapter_link_opens_the_book(kit_lab, browser, lang):
     blocked: list[str] = []
     context = loopback_context(browser, blocked)
     failures = record_failures(context)
-    page = open_notebook(context, port, TOKEN, "01_layernorm/layernorm.ipynb")
+    page = open_notebook(context, port, TOKEN, "02_layernorm/layernorm.ipynb")
     href, tab = follow_chapter_link(page)
     edition = "" if lang == "en" else f"{lang}/"
     assert tab.url.startswith(f"http://127.0.0.1:{port}/andrea-book/{edition}book/"), (href, tab.url)
@@ -353,7 +353,7 @@ def test_kit_shows_no_dead_assignment_list_and_no_news(kit_lab, browser):
     port, log = kit_lab("en")
     blocked: list[str] = []
     context = loopback_context(browser, blocked)
-    page = open_notebook(context, port, TOKEN, "02_gelu/gelu.ipynb")
+    page = open_notebook(context, port, TOKEN, "03_gelu/gelu.ipynb")
     # no Assignment List, and no Nbgrader menu left empty by it
     assert page.locator(".lm-MenuBar-itemLabel", has_text="Nbgrader").count() == 0
     page.locator(".jp-NotebookPanel-toolbar .jp-ToolbarButton", has_text="Validate").first.wait_for(timeout=30_000)
@@ -377,10 +377,10 @@ def test_kit_notebook_typed_run_and_validated(kit, kit_lab, fresh_venv, browser)
     out, _ = kit
     python, _, env = fresh_venv
     port, _ = kit_lab("en")
-    answer = _solution_sources()[("02_gelu", "gelu")]
+    answer = _solution_sources()[("03_gelu", "gelu")]
     blocked: list[str] = []
     context = loopback_context(browser, blocked)
-    page = open_notebook(context, port, TOKEN, "02_gelu/gelu.ipynb")
+    page = open_notebook(context, port, TOKEN, "03_gelu/gelu.ipynb")
     type_into_cell(page, "def gelu(", answer)
     report = run_all_and_wait(page, "properties hold.")
     assert "3 of 3 properties hold." in report.inner_text(), report.inner_text()
@@ -394,9 +394,9 @@ def test_kit_notebook_typed_run_and_validated(kit, kit_lab, fresh_venv, browser)
     assert "Success! Your notebook passes all the tests." in dialog.inner_text(), dialog.inner_text()
     context.close()
     assert not blocked, blocked
-    saved = json.loads((out / "notebooks" / "02_gelu" / "gelu.ipynb").read_text())
+    saved = json.loads((out / "notebooks" / "03_gelu" / "gelu.ipynb").read_text())
     assert any(answer.strip() in "".join(c["source"]) for c in saved["cells"])
-    proc = subprocess.run([str(python.parent / "andrea-lab"), "validate", "notebooks/02_gelu/gelu.ipynb"],
+    proc = subprocess.run([str(python.parent / "andrea-lab"), "validate", "notebooks/03_gelu/gelu.ipynb"],
                           cwd=out, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0 and "Success!" in proc.stdout, proc.stdout + proc.stderr
 
@@ -406,7 +406,7 @@ def test_kit_validate_fails_with_the_whole_message(kit, fresh_venv, tmp_path):
     in German and whole; bad arguments: exit status 2 and one line."""
     out, _ = kit
     python, _, env = fresh_venv
-    nb = json.loads((out / "notebooks-de" / "01_layernorm" / "layernorm.ipynb").read_text())
+    nb = json.loads((out / "notebooks-de" / "02_layernorm" / "layernorm.ipynb").read_text())
     for cell in nb["cells"]:
         if cell["metadata"].get("nbgrader", {}).get("solution"):
             cell["source"] = ("def layer_norm(x, gamma, beta, eps=1e-5):\n"

@@ -1,7 +1,7 @@
 """Running nbgrader on the course, and a throw-away course made from the repository.
 
     course = make_course(tmp_dir)               # nbgrader_config.py + solutions/, released
-    submit(course, "alice", "01_layernorm", "layernorm.ipynb", text)
+    submit(course, "alice", "02_layernorm", "layernorm.ipynb", text)
     run_nbgrader(course, "autograde", "*")
     scores(course)  # {(student, assignment): {grade_id: score}}
 

@@ -2,9 +2,9 @@
 
     from andrea_ref.grading.manifest import load
     for a in load():                       # in the course's order
-        a.name, a.notebook, a.chapter      # '01_layernorm', 'layernorm', '04_layernorm_and_placement'
-        a.solution, a.exercise             # solutions/01_layernorm/layernorm.ipynb, exercises/...
-        a.catalog("de")                    # book/locales/de/LC_MESSAGES/notebooks/01_layernorm.po
+        a.name, a.notebook, a.chapter      # '02_layernorm', 'layernorm', '04_layernorm_and_placement'
+        a.solution, a.exercise             # solutions/02_layernorm/layernorm.ipynb, exercises/...
+        a.catalog("de")                    # book/locales/de/LC_MESSAGES/notebooks/02_layernorm.po
 
     python -m andrea_ref.grading.manifest [--root DIR]   # lists the course, or says what is wrong
 

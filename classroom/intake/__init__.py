@@ -9,7 +9,7 @@ Accepted layouts (a folder, or the same inside a ``.zip``), below the *class roo
    ``<student>/<student>_<notebook>.ipynb`` are read the same way);
 3. one file per learner and notebook, as learning platforms export them:
    ``<student>_<notebook>.ipynb`` or ``<student>_<assignment>.ipynb``, e.g.
-   ``alice_gelu.ipynb`` or ``alice_02_gelu.ipynb``.
+   ``alice_gelu.ipynb`` or ``alice_03_gelu.ipynb``.
 
 Whose file is it
 ----------------
@@ -26,8 +26,8 @@ Below the class root every folder is one learner's folder, and every file in it
 belongs to that learner: a file there named for another learner
 (``bob/alice_gelu.ipynb``) is refused. The flat form (3) is read only for files lying
 directly at the class root. A flat name is split before a known assignment or notebook
-name; when the splits read differently (``dave_02_gelu.ipynb``: dave's ``02_gelu``, or
-``dave_02``'s ``gelu``) the gradebook's student list decides where exactly one reading
+name; when the splits read differently (``dave_03_gelu.ipynb``: dave's ``03_gelu``, or
+``dave_03``'s ``gelu``) the gradebook's student list decides where exactly one reading
 names a listed learner, and otherwise the file is refused with every reading named:
 a guess would let one learner's file take another's place. Two different files that hand in the same
 notebook of the same learner (``alice_gelu.ipynb`` and ``alice/gelu.ipynb``) are both

@@ -49,8 +49,8 @@ def _split_flat(stem: str, assignments: dict[str, list[str]],
     reason when the name is ambiguous or incomplete; None when no known name ends it.
 
     Every split before a known assignment or notebook name is a reading. Readings that
-    name different learners or notebooks (``dave_02_gelu``: dave's ``02_gelu``, or
-    ``dave_02``'s ``gelu``) are told apart only by ``students``, the gradebook's
+    name different learners or notebooks (``dave_03_gelu``: dave's ``03_gelu``, or
+    ``dave_03``'s ``gelu``) are told apart only by ``students``, the gradebook's
     list: when exactly one of them names a listed learner, that one counts; otherwise
     the file is refused with every reading named (a guess could grade one learner's
     file as another's)."""

@@ -6,7 +6,7 @@ earn nothing, the report lists the evidence (cell, line and code, or what the se
 guards refused), the notebook is flagged in the gradebook. The instructor reads the
 evidence and, where it is harmless, grants the points on a rerun::
 
-    python -m classroom.grade SUBMISSIONS --accept alice/02_gelu
+    python -m classroom.grade SUBMISSIONS --accept alice/03_gelu
 
 which records the decision in ``OUT/review/accepted.txt`` (one ``student/assignment
 digest`` per line, the digest of the files that were reviewed; lines may be added by

@@ -6,7 +6,7 @@ from grading_submissions import _PIECES as PIECES
 
 from . import ALL, Entry
 
-NB = "04_block"
+NB = "01_block"
 SHAPE, RESID, NORMS, VALUES = "block_shape", "block_residual", "block_norms", "block_values"
 
 def block(body: str, head: str = "") -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import ALL, Entry
 
-NB = "02_gelu"
+NB = "03_gelu"
 SHAPE, VALUES, EXTREMES = "gelu_shape", "gelu_values", "gelu_extremes"
 
 

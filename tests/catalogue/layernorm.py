@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import ALL, Entry
 
-NB = "01_layernorm"
+NB = "02_layernorm"
 SHAPE, NORM, AFFINE, EPS = "ln_shape", "ln_normalise", "ln_affine", "ln_eps"
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import ALL, Entry
 
-NB = "03_mlp"
+NB = "04_mlp"
 SHAPE, LAYOUT, ACT, BIAS = "mlp_shape", "mlp_layout", "mlp_activation", "mlp_bias"
 
 

@@ -45,7 +45,7 @@ BLOCK = textwrap.dedent("""\
         return h + mlp(layer_norm(h, p["ln_2.gamma"], p["ln_2.beta"]), p["mlp.w1"], p["mlp.b1"],
                        p["mlp.w2"], p["mlp.b2"])
     """)
-ANSWER = {"01_layernorm": LAYER_NORM, "02_gelu": GELU, "03_mlp": MLP, "04_block": BLOCK}
+ANSWER = {"02_layernorm": LAYER_NORM, "03_gelu": GELU, "04_mlp": MLP, "01_block": BLOCK}
 # a 1x1 PNG, as a pasted image is stored (a cell attachment)
 PIXEL = base64.b64encode(bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -122,59 +122,59 @@ def _pasted_image(nb: dict) -> None:
 
 F = "import torch.nn.functional as F\n"
 HABITS = [
-    Habit("default_dtype", "02_gelu", before=["torch.set_default_dtype(torch.float64)\n"]),
-    Habit("default_device", "02_gelu", before=["torch.set_default_device('cpu')\n"]),
-    Habit("default_dtype_layernorm", "01_layernorm", before=["torch.set_default_dtype(torch.float64)\n"]),
-    Habit("pasted_image", "02_gelu", change=_pasted_image),
-    Habit("fix_below_first_graded_cell", "02_gelu", answer=GELU_ERF, below={"gelu_shape": [GELU]}),
-    Habit("timeit", "02_gelu", after=["%timeit gelu(torch.randn(1000))\n"]),
-    Habit("time_cell_magic", "02_gelu", after=["%%time\ny = gelu(torch.linspace(-3, 3, 7))\nprint(y)\n"]),
-    Habit("answer_in_time_cell", "02_gelu", answer="%%time\n" + GELU),
-    Habit("matplotlib_inline", "02_gelu", after=[
+    Habit("default_dtype", "03_gelu", before=["torch.set_default_dtype(torch.float64)\n"]),
+    Habit("default_device", "03_gelu", before=["torch.set_default_device('cpu')\n"]),
+    Habit("default_dtype_layernorm", "02_layernorm", before=["torch.set_default_dtype(torch.float64)\n"]),
+    Habit("pasted_image", "03_gelu", change=_pasted_image),
+    Habit("fix_below_first_graded_cell", "03_gelu", answer=GELU_ERF, below={"gelu_shape": [GELU]}),
+    Habit("timeit", "03_gelu", after=["%timeit gelu(torch.randn(1000))\n"]),
+    Habit("time_cell_magic", "03_gelu", after=["%%time\ny = gelu(torch.linspace(-3, 3, 7))\nprint(y)\n"]),
+    Habit("answer_in_time_cell", "03_gelu", answer="%%time\n" + GELU),
+    Habit("matplotlib_inline", "03_gelu", after=[
         "%matplotlib inline\nimport matplotlib.pyplot as plt\nxs = torch.linspace(-4, 4, 50)\n"
         "plt.plot(xs, gelu(xs))\nplt.title('my GELU')\nplt.show()\n"]),
-    Habit("ipython_display", "02_gelu", after=[
+    Habit("ipython_display", "03_gelu", after=[
         "from IPython.display import display, Markdown, Math\ndisplay(Markdown('**my GELU** at 1:'))\n"
         "display(Math(r'\\mathrm{GELU}(1) \\approx 0.8412'))\ndisplay(gelu(torch.ones(1)))\n"]),
-    Habit("helper_cells", "02_gelu", before=[
+    Habit("helper_cells", "03_gelu", before=[
         "SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)\nCOEFF = 0.044715\n",
         "def _inner(x):\n    return SQRT_2_OVER_PI * (x + COEFF * x * x * x)\n"],
         answer="def gelu(x):\n    return 0.5 * x * (1.0 + torch.tanh(_inner(x)))\n"),
-    Habit("own_test_with_F_gelu", "02_gelu", after=[
+    Habit("own_test_with_F_gelu", "03_gelu", after=[
         F + "x = torch.linspace(-5, 5, 101)\n"
         "assert torch.allclose(gelu(x), F.gelu(x, approximate='tanh'), atol=1e-6)\nprint('matches F.gelu')\n"]),
-    Habit("own_test_with_F_layer_norm", "01_layernorm", after=[
+    Habit("own_test_with_F_layer_norm", "02_layernorm", after=[
         F + "x, g, b = torch.randn(3, 8), torch.rand(8) + 0.5, torch.randn(8)\n"
         "assert torch.allclose(layer_norm(x, g, b), F.layer_norm(x, (8,), g, b, 1e-5), atol=1e-6)\n"]),
-    Habit("own_test_with_nn_LayerNorm_module", "01_layernorm", after=[
+    Habit("own_test_with_nn_LayerNorm_module", "02_layernorm", after=[
         "ref = torch.nn.LayerNorm(8)\nx = torch.randn(2, 8)\n"
         "print(torch.allclose(layer_norm(x, ref.weight, ref.bias), ref(x), atol=1e-6))\n"]),
-    Habit("own_test_with_andrea_ref_Block", "04_block", after=[
+    Habit("own_test_with_andrea_ref_Block", "01_block", after=[
         "from andrea_ref import Block, ModelConfig\ncfg = ModelConfig(name='t', n_layer=1, n_head=2, d_model=8)\n"
         "ref = Block(cfg)\np = {k: v.detach() for k, v in ref.named_parameters()}\nx = torch.randn(1, 3, 8)\n"
         "with torch.no_grad():\n    print(torch.allclose(block(x, p, 2), ref(x), atol=1e-5))\n"]),
     # the notebook's own diff-trace, called again on the learner's own parameters (so the cell
     # differs from the release and runs in the answer server too)
-    Habit("own_diff_trace", "04_block", after=[
+    Habit("own_diff_trace", "01_block", after=[
         "from andrea_ref import Block, ModelConfig\nfrom andrea_ref.difftrace import diff_trace\n"
         "torch.manual_seed(7)\ncfg = ModelConfig(name='t', n_layer=1, n_head=2, d_model=8)\n"
         "mine = {k: torch.randn_like(v) for k, v in Block(cfg).named_parameters()}\n"
         "print(diff_trace(block, mine, torch.randn(2, 3, 8), n_head=2))\n"]),
-    Habit("cells_run_out_of_order", "02_gelu", change=_out_of_order),
-    Habit("seeds", "02_gelu", before=[
+    Habit("cells_run_out_of_order", "03_gelu", change=_out_of_order),
+    Habit("seeds", "03_gelu", before=[
         "import random\nimport numpy as np\ntorch.manual_seed(0)\nrandom.seed(0)\nnp.random.seed(0)\n"]),
-    Habit("numpy_in_tests", "02_gelu", after=[
+    Habit("numpy_in_tests", "03_gelu", after=[
         "import numpy as np\nxs = np.linspace(-3, 3, 13)\n"
         "ref = 0.5 * xs * (1 + np.tanh(np.sqrt(2 / np.pi) * (xs + 0.044715 * xs ** 3)))\n"
         "print(np.abs(gelu(torch.from_numpy(xs)).numpy() - ref).max())\n"]),
-    Habit("printing", "02_gelu",
+    Habit("printing", "03_gelu",
           answer=GELU.replace("    return", "    print('gelu called on', tuple(x.shape))\n    return"),
           after=["print(gelu(torch.zeros(2)))\n"]),
-    Habit("class_module", "02_gelu", after=[
+    Habit("class_module", "03_gelu", after=[
         "class MyGELU(torch.nn.Module):\n    def forward(self, x):\n        return gelu(x)\n\n"
         "    def __repr__(self):\n        return f'{self.__class__.__name__}()'\n\n"
         "print(MyGELU(), MyGELU()(torch.ones(2)))\n"]),
-    Habit("function_is_a_class_instance", "02_gelu", answer=textwrap.dedent("""\
+    Habit("function_is_a_class_instance", "03_gelu", answer=textwrap.dedent("""\
         class _Gelu:
             c = math.sqrt(2.0 / math.pi)
 
@@ -184,10 +184,10 @@ HABITS = [
 
         gelu = _Gelu()
         """)),
-    Habit("type_hints", "02_gelu", answer=GELU.replace("def gelu(x):", "def gelu(x: torch.Tensor) -> torch.Tensor:")),
-    Habit("typing_typevar", "02_gelu", answer="import typing\nT = typing.TypeVar('T', bound=torch.Tensor)\n\n\n"
+    Habit("type_hints", "03_gelu", answer=GELU.replace("def gelu(x):", "def gelu(x: torch.Tensor) -> torch.Tensor:")),
+    Habit("typing_typevar", "03_gelu", answer="import typing\nT = typing.TypeVar('T', bound=torch.Tensor)\n\n\n"
           + GELU.replace("def gelu(x):", "def gelu(x: T) -> T:")),
-    Habit("namedtuple_constants", "02_gelu", answer=textwrap.dedent("""\
+    Habit("namedtuple_constants", "03_gelu", answer=textwrap.dedent("""\
         import collections
         Consts = collections.namedtuple("Consts", "scale coeff")
         C = Consts(math.sqrt(2.0 / math.pi), 0.044715)
@@ -196,7 +196,7 @@ HABITS = [
         def gelu(x):
             return 0.5 * x * (1.0 + torch.tanh(C.scale * (x + C.coeff * x ** 3)))
         """)),
-    Habit("dataclass_constants", "02_gelu", answer=textwrap.dedent("""\
+    Habit("dataclass_constants", "03_gelu", answer=textwrap.dedent("""\
         import dataclasses
 
 
@@ -212,10 +212,10 @@ HABITS = [
         def gelu(x):
             return 0.5 * x * (1.0 + torch.tanh(K.scale * (x + K.coeff * x ** 3)))
         """)),
-    Habit("enum", "02_gelu", before=["import enum\n\n\nclass Form(enum.Enum):\n    TANH = 'tanh'\n    ERF = 'erf'\n"],
+    Habit("enum", "03_gelu", before=["import enum\n\n\nclass Form(enum.Enum):\n    TANH = 'tanh'\n    ERF = 'erf'\n"],
           answer="def gelu(x, form=Form.TANH):\n    assert form is Form.TANH\n"
                  "    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))\n"),
-    Habit("functools", "02_gelu", answer=textwrap.dedent("""\
+    Habit("functools", "03_gelu", answer=textwrap.dedent("""\
         import functools
 
 
@@ -230,14 +230,14 @@ HABITS = [
 
         gelu = functools.partial(_gelu, coeff=0.044715)
         """)),
-    Habit("warnings_filters", "02_gelu", before=[
+    Habit("warnings_filters", "03_gelu", before=[
         "import warnings\nwarnings.filterwarnings('ignore', category=UserWarning)\n"
         "warnings.simplefilter('ignore', DeprecationWarning)\n"]),
-    Habit("no_grad_decorator", "02_gelu", answer="@torch.no_grad()\n" + GELU),
-    Habit("docstring", "02_gelu", answer=GELU.replace(
+    Habit("no_grad_decorator", "03_gelu", answer="@torch.no_grad()\n" + GELU),
+    Habit("docstring", "03_gelu", answer=GELU.replace(
         "def gelu(x):\n", 'def gelu(x):\n    """GELU, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).\n\n'
         '    Not F.gelu: built from torch.tanh, as the notebook asks.\n    """\n')),
-    Habit("unicode_names", "02_gelu", answer=textwrap.dedent("""\
+    Habit("unicode_names", "03_gelu", answer=textwrap.dedent("""\
         α = math.sqrt(2.0 / math.pi)
         β = 0.044715
 
@@ -246,34 +246,34 @@ HABITS = [
             z = α * (x + β * x ** 3)
             return 0.5 * x * (1.0 + torch.tanh(z))
         """)),
-    Habit("future_annotations", "02_gelu", answer="from __future__ import annotations\n\n"
+    Habit("future_annotations", "03_gelu", answer="from __future__ import annotations\n\n"
           + GELU.replace("def gelu(x):", "def gelu(x: torch.Tensor) -> torch.Tensor:")),
-    Habit("old_nbformat_minor", "02_gelu", change=_old_nbformat),
-    Habit("defined_twice", "02_gelu", answer="def gelu(x):\n    return x  # first try\n\n\n" + GELU),
-    Habit("defined_twice_across_cells", "02_gelu", answer="def gelu(x):\n    return torch.relu(x)\n",
+    Habit("old_nbformat_minor", "03_gelu", change=_old_nbformat),
+    Habit("defined_twice", "03_gelu", answer="def gelu(x):\n    return x  # first try\n\n\n" + GELU),
+    Habit("defined_twice_across_cells", "03_gelu", answer="def gelu(x):\n    return torch.relu(x)\n",
           after=[GELU]),
-    Habit("asserts", "02_gelu",
+    Habit("asserts", "03_gelu",
           answer=GELU.replace("def gelu(x):\n", "def gelu(x):\n    assert isinstance(x, torch.Tensor)\n"),
           after=["y = gelu(torch.tensor([0.0, 1.0]))\nassert y.shape == (2,)\n"
                  "assert abs(float(y[1]) - 0.8412) < 1e-3\n"]),
-    Habit("perf_counter_timing", "02_gelu", after=[
+    Habit("perf_counter_timing", "03_gelu", after=[
         "import time\nt0 = time.perf_counter()\nfor _ in range(10):\n    gelu(torch.randn(10000))\n"
         "print(f'{(time.perf_counter() - t0) / 10 * 1e3:.3f} ms per call')\n"]),
-    Habit("own_calls_of_the_checks", "02_gelu",
+    Habit("own_calls_of_the_checks", "03_gelu",
           after=["grading.check_gelu_values(gelu)\n", "grading.report_gelu(gelu)\n"]),
-    Habit("autoreload", "02_gelu", before=["%load_ext autoreload\n%autoreload 2\n"]),
-    Habit("help_and_traceback_habits", "02_gelu", after=[
+    Habit("autoreload", "03_gelu", before=["%load_ext autoreload\n%autoreload 2\n"]),
+    Habit("help_and_traceback_habits", "03_gelu", after=[
         "gelu?\n", "import traceback\ntry:\n    gelu('not a tensor')\nexcept Exception:\n    traceback.print_exc()\n"]),
-    Habit("deterministic_flags", "02_gelu", before=[
+    Habit("deterministic_flags", "03_gelu", before=[
         "torch.backends.cudnn.deterministic = True\ntorch.use_deterministic_algorithms(True)\n"
         "torch.set_printoptions(precision=6)\n"]),
-    Habit("capture_and_environment", "02_gelu", before=[
+    Habit("capture_and_environment", "03_gelu", before=[
         "%%capture log\nimport sys\nprint(sys.version, sys.platform, torch.__version__)\n",
         "torch.set_num_threads(1)\nprint(torch.get_num_threads())\n"],
           after=["from IPython.display import HTML, display\ndisplay(HTML('<b>done</b>'))\nprint(log.stdout[:20])\n"]),
-    Habit("inference_mode", "02_gelu", answer="@torch.inference_mode()\n" + GELU),
-    Habit("mlp_with_F_linear", "03_mlp", answer=F + "def mlp(x, w1, b1, w2, b2):\n"
+    Habit("inference_mode", "03_gelu", answer="@torch.inference_mode()\n" + GELU),
+    Habit("mlp_with_F_linear", "04_mlp", answer=F + "def mlp(x, w1, b1, w2, b2):\n"
           "    return F.linear(gelu(F.linear(x, w1.T, b1)), w2.T, b2)\n"),
-    Habit("mlp_helpers_and_lambda", "03_mlp", answer="affine = lambda t, w, b: t @ w + b\n\n\n"
+    Habit("mlp_helpers_and_lambda", "04_mlp", answer="affine = lambda t, w, b: t @ w + b\n\n\n"
           "def mlp(x, w1, b1, w2, b2):\n    return affine(gelu(affine(x, w1, b1)), w2, b2)\n"),
 ]

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import textwrap
 
-ASSIGNMENT = "02_gelu"
+ASSIGNMENT = "03_gelu"
 NOTEBOOK = "gelu.ipynb"
 
 

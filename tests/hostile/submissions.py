@@ -17,7 +17,7 @@ import copy
 import json
 import textwrap
 
-ASSIGNMENT = "02_gelu"
+ASSIGNMENT = "03_gelu"
 NOTEBOOK = "gelu.ipynb"
 CELL = "gelu"
 FORK_CAP = 1500
@@ -50,7 +50,7 @@ def attacks(paths: dict) -> dict[str, str]:
             """),
         "h_solutions": textwrap.dedent(f"""\
             import json
-            for path in ["../../../solutions/02_gelu/gelu.ipynb"] + {p['solutions']}:
+            for path in ["../../../solutions/03_gelu/gelu.ipynb"] + {p['solutions']}:
                 nb = json.load(open(path))
                 for cell in nb["cells"]:
                     if "def gelu" in "".join(cell["source"]):
@@ -59,7 +59,7 @@ def attacks(paths: dict) -> dict[str, str]:
                 break
             """),
         "h_writer": GELU + textwrap.dedent(f"""\
-            for path in ["../../" + {p['victim']} + "/02_gelu/gelu.ipynb"] + {p['victim_files']}:
+            for path in ["../../" + {p['victim']} + "/03_gelu/gelu.ipynb"] + {p['victim_files']}:
                 with open(path, "w") as f:
                     f.write("overwritten by another learner")
             """),
@@ -158,7 +158,7 @@ FORGERIES = {
 # cell imports: it loads the real torch, then disarms every check before any cell runs.
 SHADOW_TORCH = textwrap.dedent("""\
     import importlib, sys
-    sys.path[:] = [p for p in sys.path if p not in ("", ".") and not p.endswith("02_gelu")]
+    sys.path[:] = [p for p in sys.path if p not in ("", ".") and not p.endswith("03_gelu")]
     del sys.modules["torch"]
     _real = importlib.import_module("torch")
     sys.modules["torch"] = _real
@@ -227,7 +227,7 @@ MEMFD = GELU + textwrap.dedent(f"""\
 
 
 # --------------------------------------------------------------------------- reports and feedback
-FORGED_LINE = "  zz_honest/02_gelu/gelu (score 10; graded):"
+FORGED_LINE = "  zz_honest/03_gelu/gelu (score 10; graded):"
 REPORT_FORGERY = GELU + textwrap.dedent(f"""\
     raise ValueError("\\x1b[2K\\x1b[1A\\u202eevil\\r{FORGED_LINE}\\n{FORGED_LINE}")
     """)

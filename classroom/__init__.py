@@ -49,3 +49,14 @@ a new stage or backend goes.
 This ``__init__`` imports nothing: sandboxed processes import single modules of the
 package with interpreters that have only the standard library.
 """
+
+import sys
+
+# jsonschema checks the "iri" string formats with rfc3987_syntax when that is installed
+# (JupyterLab's jupyter_events asks for it), and importing it builds an Earley parser:
+# about 1.1 s of every grading process's start (the command, each worker), through
+# nbgrader -> nbformat -> jsonschema. nbformat validates notebooks with no format
+# checker at all, so nothing the grader does reads those formats; its processes do
+# without the module, and jsonschema leaves the two formats unchecked, as it does where
+# the module is not installed. Anything that imported it before keeps it.
+sys.modules.setdefault("rfc3987_syntax", None)

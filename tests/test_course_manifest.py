@@ -48,6 +48,22 @@ def test_the_manifest_names_every_assignment_the_repository_holds():
 
 
 @pytest.mark.fast
+def test_the_notebooks_follow_the_chapters_and_are_numbered_as_done():
+    """Learners do the notebooks in the manifest's order: each practises a chapter no
+    earlier than the one before, and its title, in every edition, says which it is."""
+    chapters = [a.chapter_number for a in COURSE]
+    assert chapters == sorted(chapters), [(a.name, a.chapter_number) for a in COURSE]
+    words = {"en": "Exercise", "de": "Übung", "ka": "სავარჯიშო"}
+    for place, a in enumerate(COURSE, start=1):
+        title = "".join(json.loads(a.solution.read_text(encoding="utf-8"))["cells"][0]["source"]).splitlines()[0]
+        assert re.fullmatch(rf"# Exercise {place}: .+", title), (a.name, title)
+        for language, catalog in a.catalogs().items():
+            text = catalog.read_text(encoding="utf-8")
+            found = re.search(rf'msgid "{re.escape(title)}"\nmsgstr "([^"]*)"', text)
+            assert found and found[1].startswith(f"# {words[language]} {place}: "), (a.name, language, found)
+
+
+@pytest.mark.fast
 @pytest.mark.parametrize("where", ["solutions", "exercises"])
 def test_the_notebooks_show_nbgrader_s_points(where):
     for a in COURSE:

@@ -52,7 +52,7 @@ def test_the_templates_hold_the_book_the_notebooks_and_the_package(templates):
     assert 'msgid "Residual connections"' in book
     assert "Two panels of gradient norm" in book  # a figure's alt text is a message too
     nb = (pot_dir / "notebooks" / "02_layernorm.pot").read_text(encoding="utf-8")
-    assert "Exercise 1: LayerNorm" in nb
+    assert "Exercise 2: LayerNorm" in nb
     figures = (package_pot_dir / "figures.pot").read_text(encoding="utf-8")
     assert "number of blocks" in figures and "causal self-attention" in figures
     assert (package_pot_dir / "grading.pot").stat().st_size > 1000

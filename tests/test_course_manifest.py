@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from andrea_ref.grading import points_table
+from andrea_ref.i18n import read_catalog
 from andrea_ref.grading.manifest import FILE, KEYS, ManifestError, load, parse
 from classroom import notebook_i18n
 
@@ -58,9 +59,8 @@ def test_the_notebooks_follow_the_chapters_and_are_numbered_as_done():
         title = "".join(json.loads(a.solution.read_text(encoding="utf-8"))["cells"][0]["source"]).splitlines()[0]
         assert re.fullmatch(rf"# Exercise {place}: .+", title), (a.name, title)
         for language, catalog in a.catalogs().items():
-            text = catalog.read_text(encoding="utf-8")
-            found = re.search(rf'msgid "{re.escape(title)}"\nmsgstr "([^"]*)"', text)
-            assert found and found[1].startswith(f"# {words[language]} {place}: "), (a.name, language, found)
+            translated = read_catalog(catalog).get(title, "")
+            assert translated.startswith(f"# {words[language]} {place}: "), (a.name, language, translated)
 
 
 @pytest.mark.fast

@@ -4,9 +4,14 @@ its password, and tried once before any grading.
 - :func:`redact`: the one way a URL (or any text that may hold one, such as an exception
   message) is printed or written: every password replaced by ``***``. The grader's
   output, ``report.txt``, its logs, its state and its error messages all go through it.
-- :func:`normalise`: ``postgresql://`` (and ``postgres://``) names the installed driver,
-  psycopg2 (SQLAlchemy 2 would pick psycopg 3, which is not installed; a URL naming a
-  driver, ``postgresql+psycopg2://``, keeps it), and every
+- :func:`with_driver`: ``postgresql://`` (and ``postgres://``) names the installed driver,
+  psycopg2 (SQLAlchemy 2 would pick psycopg 3, which is not installed: ``No module named
+  'psycopg'``); a URL naming a driver, ``postgresql+psycopg2://``, keeps it. The one home of
+  this rule: the grader applies it (:func:`normalise`), and so does the course's
+  ``nbgrader_config.py`` for nbgrader itself (the Formgrader, ``nbgrader`` commands), which
+  loads this file by its path where ``classroom`` is not importable (an instructor's server
+  on the hub): this module's top level needs the standard library only.
+- :func:`normalise`: :func:`with_driver`, and every
   connection gets bounds on each wait, unless the URL sets them itself (libpq's own
   parameters, e.g. ``?connect_timeout=10`` or ``?options=-c%20lock_timeout%3D5s``):
 
@@ -96,12 +101,23 @@ def sqlite_path(url: str) -> str | None:
     return make_url(url).database or None
 
 
+def with_driver(url: str) -> str:
+    """``url`` with the installed PostgreSQL driver named: ``postgresql://`` and
+    ``postgres://`` become ``postgresql+psycopg2://``; the rest of the URL, and any other URL
+    (one naming its driver, SQLite), is left exactly as it is."""
+    url = str(url).strip()
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme.lower() in _PG_SCHEMES:
+        return f"{PG_DRIVER}://{rest}"
+    return url
+
+
 def normalise(url: str) -> str:
     """The URL the grader connects with: see the module docstring. Raises
     GradebookUnavailable for a URL that is not one."""
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError
-    url = str(url).strip()
+    url = with_driver(url)
     try:
         u = make_url(url)
     except ArgumentError:
@@ -121,8 +137,7 @@ def normalise(url: str) -> str:
     extra = [f"-c {k}={v}" for k, v in SERVER_SETTINGS.items() if k not in options]
     if extra:
         query["options"] = " ".join([options, *extra]).strip()
-    driver = PG_DRIVER if "+" not in scheme else u.drivername  # one the URL names is kept
-    return u.set(drivername=driver, query=query).render_as_string(hide_password=False)
+    return u.set(query=query).render_as_string(hide_password=False)  # its driver: with_driver's
 
 
 def shown(url: str) -> str:

@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))  # the course's packages, when run with an interpr
 from nbgrader.api import Gradebook  # noqa: E402
 
 from andrea_ref.grading import points_table  # noqa: E402
+from classroom.dburl import with_driver  # noqa: E402
 from andrea_ref.grading.course import generate_assignments, venv_bin_on_path  # noqa: E402
 from andrea_ref.grading.manifest import FILE as COURSE_FILE, ManifestError, load  # noqa: E402
 from classroom import markers  # noqa: E402
@@ -339,8 +340,9 @@ def apply(release: Path, files: dict[str, bytes]) -> tuple[list[str], list[str]]
 
 
 def gradebook_url(root: Path = ROOT) -> str:
-    """The course's gradebook, as nbgrader_config.py names it."""
-    return os.environ.get("NBGRADER_DB_URL") or f"sqlite:///{root / 'gradebook.db'}"
+    """The course's gradebook, as nbgrader_config.py names it (``postgresql://`` with the
+    installed driver named, as everywhere the URL is read: classroom.dburl.with_driver)."""
+    return with_driver(os.environ.get("NBGRADER_DB_URL") or f"sqlite:///{root / 'gradebook.db'}")
 
 
 def recorded(url: str, assignments) -> dict | None:

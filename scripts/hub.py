@@ -21,7 +21,7 @@ where the notebooks' chapter links lead. The copy is swapped in whole, so a serv
 serves half of an old and half of a new book.
 
 **course.** Copies the course (``nbgrader_config.py``, ``solutions/`` and the released
-``exercises/``) into the instructor's home, owned by the instructor, and records the four
+``exercises/``) into the instructor's home, owned by the instructor, and records the course's
 assignments in its gradebook, so the instructor's Formgrader and ``nbgrader
 release_assignment NAME`` (run in that folder) work at once.
 
@@ -31,21 +31,42 @@ independent check) into the course's gradebook; the feedback pages it writes are
 where ``nbgrader release_feedback`` expects them (with each submission's timestamp and
 secret), and released, as the instructor. Each learner then gets their own page with
 **Fetch Feedback** in the Assignment List (or ``nbgrader fetch_feedback``).
+
+nbgrader's exchange releases each page alone (``<notebook>.html``, nothing beside it), so
+the grading run links the chapters to the book this hub serves every user:
+``ANDREA_BOOK_URL`` (the default of ``c.CourseBook.url`` in nbgrader_config.py) is
+``/hub/user-redirect/andrea-book/`` for it (:func:`grading_environment`), unless already
+set; the chapter links of a fetched page opened on the hub reach the chapter, in the
+page's edition. A published book's address written in ``c.CourseBook.url`` wins. Each
+page goes into the course's ``feedback/`` folder with whatever it references, laid out as
+the grader wrote it (:func:`copy_feedback`); where that includes chapter copies (the
+grading run's ``ANDREA_BOOK_URL`` set empty, or pages kept from an earlier run), the command
+says that they stay behind, since their links are dead in a fetched page.
 """
 from __future__ import annotations
 
 import argparse
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+from andrea_lab import LINK_PREFIX  # noqa: E402 (once ROOT is on the path; it imports only re)
+
 HUB = ROOT / "hub"
 COURSE_ID = "andrea-block-lab"
 COURSE_DIR = COURSE_ID  # in the instructor's home
+# the book this hub serves every user (andrea_lab, in each person's server): where the
+# notebooks' chapter links lead, and the feedback pages' of a grading run on the hub
+HUB_BOOK_URL = LINK_PREFIX
 VENV_BIN = Path(sys.prefix) / "bin"
 
 
@@ -138,6 +159,86 @@ def course(instructor: str) -> Path:
     return dest
 
 
+class _References(HTMLParser):
+    """The ``href`` and ``src`` values of one page, as the browser reads them."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.refs += [v for k, v in attrs if k in ("href", "src") and v]
+
+    handle_startendtag = handle_starttag
+
+
+_ELSEWHERE = re.compile(r"^(?:[a-zA-Z][a-zA-Z0-9+.\-]*:|/|#)")  # a scheme, a path from the root, a fragment
+
+
+def page_files(folder: Path, page: str) -> tuple[list[str], list[str]]:
+    """The files of ``folder`` that the page ``folder/page`` needs: the page, each file it
+    references by a relative link (the chapter copies the grader ships beside it), and what
+    those reference in turn, as paths relative to ``folder``. Returns (files, missing):
+    ``missing`` holds the references to a file that is not there, or that lies outside
+    ``folder`` or behind a symbolic link (never followed)."""
+    root = folder.resolve()
+    files: list[str] = []
+    missing: list[str] = []
+    todo = [page]
+    while todo:
+        rel = todo.pop(0)
+        if rel in files:
+            continue
+        files.append(rel)
+        if not rel.endswith(".html"):
+            continue
+        parser = _References()
+        parser.feed((folder / rel).read_text(encoding="utf-8", errors="replace"))
+        for ref in parser.refs:
+            ref = ref.strip()
+            target = unquote(ref.split("#", 1)[0].split("?", 1)[0])
+            if not target or _ELSEWHERE.match(ref):
+                continue
+            name = os.path.normpath(os.path.join(os.path.dirname(rel), target))
+            path = folder / name
+            if name == ".." or name.startswith("../") or os.path.isabs(name) or not path.is_file() \
+                    or path.resolve() != root / name:
+                if ref not in missing:
+                    missing.append(ref)
+                continue
+            todo.append(Path(name).as_posix())
+    return files, missing
+
+
+def copy_feedback(pages: Path, dest: Path) -> tuple[list[str], list[str]]:
+    """Copy every feedback page of ``pages`` (one graded submission's folder of the grader's
+    ``OUT/feedback/``) into ``dest``, each with the files it references, in the same layout.
+    Returns (the files copied, relative to ``dest``; the references that lead nowhere)."""
+    copied: list[str] = []
+    missing: list[str] = []
+    for page in sorted(p.name for p in pages.glob("*.html") if p.is_file() and not p.is_symlink()):
+        files, dead = page_files(pages, page)
+        missing += [f"{page}: {ref}" for ref in dead]
+        for rel in files:
+            if rel in copied:
+                continue
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(pages / rel, dest / rel)
+            copied.append(rel)
+    return copied, missing
+
+
+def grading_environment(environ=None) -> dict[str, str]:
+    """The environment of the hub's grading run: ``environ`` (default: this process's) with
+    ``ANDREA_BOOK_URL`` set to :data:`HUB_BOOK_URL` unless it is set already, so that the
+    feedback pages link the chapters to the book the hub serves (nbgrader's exchange
+    releases a page without the chapter copies beside it). A published address written in
+    ``c.CourseBook.url`` (nbgrader_config.py) replaces the variable's default and wins."""
+    env = dict(os.environ if environ is None else environ)
+    env.setdefault("ANDREA_BOOK_URL", HUB_BOOK_URL)
+    return env
+
+
 def return_feedback(instructor: str, assignment: str, workers: int | None = None) -> Path:
     """Collect, grade, release feedback; returns the grading output folder."""
     pw = pwd.getpwnam(instructor)
@@ -162,23 +263,30 @@ def return_feedback(instructor: str, assignment: str, workers: int | None = None
            "--no-progress"]
     if workers:
         cmd += ["--workers", str(workers)]
-    r = subprocess.run(cmd, cwd=ROOT, text=True, capture_output=True)
+    r = subprocess.run(cmd, cwd=ROOT, env=grading_environment(), text=True, capture_output=True)
     print(r.stdout + r.stderr, end="")
     if r.returncode != 0:
         raise SystemExit(f"grading failed ({r.returncode})")
     os.chown(cdir / "gradebook.db", pw.pw_uid, pw.pw_gid)
+    left_behind = 0
     for s in students:
-        pages = work / "out" / "feedback" / s / assignment
         dst = cdir / "feedback" / s / assignment
         shutil.rmtree(dst, ignore_errors=True)
         dst.mkdir(parents=True)
-        for f in pages.glob("*.html"):
-            shutil.copyfile(f, dst / f.name)
+        copied, dead = copy_feedback(work / "out" / "feedback" / s / assignment, dst)
+        for line in dead:
+            print(f"warning: feedback of {s}/{assignment}: {line} leads to no file the grader wrote")
+        left_behind += sum(1 for rel in copied if "/" in rel)
         for name in ("timestamp.txt", "submission_secret.txt"):
             shutil.copyfile(submitted / s / assignment / name, dst / name)
     for p in [cdir / "feedback", *(cdir / "feedback").rglob("*")]:
         os.chown(p, pw.pw_uid, pw.pw_gid)
     print(_nbgrader(instructor, "release_feedback", assignment, cwd=cdir), end="")
+    if left_behind:
+        print(f"note: nbgrader's exchange releases each feedback page alone: the {left_behind} chapter "
+              f"copies the pages link to stay in {cdir / 'feedback'}, so the chapter links of a page a "
+              "learner fetches lead nowhere; leave ANDREA_BOOK_URL unset (the pages then link to the book "
+              "this hub serves) or set c.CourseBook.url in nbgrader_config.py to the published book's address")
     return work / "out"
 
 

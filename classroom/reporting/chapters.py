@@ -1,7 +1,9 @@
 """The book's chapters that a feedback page links to.
 
-Links to the book's chapters go to the published book when ``c.CourseBook.url``
-(nbgrader_config.py) is set (:func:`book_url`); otherwise to a copy of the chapter
+Links to the book's chapters go to the book at ``c.CourseBook.url`` (nbgrader_config.py)
+when it is set (:func:`book_url`): a published book's http(s) address, or a site-relative
+path such as ``/hub/user-redirect/andrea-book/``, the book the course's JupyterHub serves
+to every user (``scripts/hub.py`` grades with it); otherwise to a copy of the chapter
 shipped beside the page (``book/<chapter>.html``, ``book/<edition>/<chapter>.html`` for
 the German and Georgian editions), as self-contained as the page (:func:`chapter_copy`,
 :func:`ship_chapter`), or, where the book was never built, nowhere (the page says so).
@@ -45,13 +47,42 @@ a:not([href]) { color: inherit; text-decoration: none; }
 """
 
 
+# A site-relative book address: a path on the web server a page is opened from (the course's
+# JupyterHub serves the book to every user at /hub/user-redirect/andrea-book/). URL path
+# characters only; no empty segment, none that starts with "." (no "." or "..", encoded or
+# not); not a folder of a Unix file system (a
+# page must never point at one machine's disk: "/srv/andrea-book" is the hub's copy on disk,
+# not an address).
+_SITE_PATH = re.compile(r"^/(?:[A-Za-z0-9_~%@+:,;=!$*()-][A-Za-z0-9._~%@+:,;=!$*()-]*/?)*$")
+FILE_SYSTEM_TOPS = {"bin", "boot", "dev", "etc", "home", "lib", "lib32", "lib64", "libx32", "media", "mnt",
+                    "nix", "opt", "private", "proc", "root", "run", "sbin", "snap", "srv", "sys", "tmp",
+                    "Users", "usr", "var", "Volumes"}
+
+
+def site_relative(url: str) -> bool:
+    """Whether ``url`` is a usable site-relative address (``/hub/user-redirect/andrea-book/``):
+    a path from the root of the server a page is opened from, never a path of the grading
+    machine's file system (one under a standard top folder, or one that exists here)."""
+    if not _SITE_PATH.match(url) or re.search(r"%2e", url, re.I):  # a browser reads %2e%2e as ".."
+        return False
+    top = url.split("/")[1]
+    try:
+        on_disk = os.path.exists(url)
+    except (OSError, ValueError):
+        on_disk = True
+    return top not in FILE_SYSTEM_TOPS and not (url != "/" and on_disk)
+
+
 def book_url(config=None) -> str:
-    """The published book's address from ``c.CourseBook.url``, ending in ``/``; empty when
-    unset or not an http(s) address (a page must never point at one machine's disk)."""
+    """The book's address from ``c.CourseBook.url``, ending in ``/``: a published book's
+    http(s) address, or a site-relative path (:func:`site_relative`: the book served by the
+    server a page is opened from, such as the course's JupyterHub). Empty when unset or
+    anything else (a file path, another scheme: a page must never point at one machine's
+    disk)."""
     url = ""
     if config is not None and "CourseBook" in config:
         url = str(config.CourseBook.get("url", "") or "").strip()
-    if not re.match(r"^https?://[^/\s]+", url):
+    if not (re.match(r"^https?://[^/\s]+", url) or site_relative(url)):
         return ""
     return url if url.endswith("/") else url + "/"
 

@@ -6,10 +6,11 @@ independent verdicts in the graded cells, outputs reduced to what a page without
 shows) -- and :func:`build_page` makes each rendering a page that runs nothing a learner
 wrote and reads the same wherever it is opened (:mod:`classroom.reporting.page`): one
 sanitiser over the final body (:mod:`classroom.reporting.sanitiser`), math typeset as SVG
-when the page is built, chapter links to the published book or to a copy shipped beside
-the page (:mod:`classroom.reporting.chapters`). A page that cannot be built is replaced
-by one that says so (:func:`unavailable_page`): the points recorded before are never
-touched. :func:`preflight` says once per run what makes every page poorer.
+when the page is built, chapter links to the book at ``c.CourseBook.url`` (a published
+book, or the book served by the server the page is read from, such as the course's
+JupyterHub) or to a copy shipped beside the page (:mod:`classroom.reporting.chapters`).
+A page that cannot be built is replaced by one that says so (:func:`unavailable_page`):
+the points recorded before are never touched. :func:`preflight` says once per run what makes every page poorer.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import nbformat
 from nbconvert.exporters import HTMLExporter
 from nbgrader.utils import temp_attrs
 
+from andrea_lab import LINK_PREFIX
 from andrea_ref.i18n import N_, current_language, gettext
 
 from . import chapters, mathsvg
@@ -67,18 +69,27 @@ class FeedbackExporter(HTMLExporter):
 
 
 def preflight(config=None) -> list[str]:
-    """One line for each thing that makes every feedback page of a run poorer (for the
-    grader to print once, before grading)."""
+    """One line for each thing that makes every feedback page of a run poorer, or that the
+    instructor should know of every page (for the grader to print once, before grading)."""
     lines = []
     raw = str(config.CourseBook.get("url", "") or "").strip() if config is not None and "CourseBook" in config else ""
-    if raw and not book_url(config):
-        lines.append(f"warning: c.CourseBook.url in nbgrader_config.py is not an http(s) address ({raw[:100]!r}): "
-                     "it is ignored")
-    if not book_url(config):
+    url = book_url(config)
+    source = " (from $ANDREA_BOOK_URL)" if raw and raw == os.environ.get("ANDREA_BOOK_URL", "").strip() else ""
+    if raw and not url:
+        lines.append(f"warning: c.CourseBook.url in nbgrader_config.py{source} is neither an http(s) address nor "
+                     f"a path on the web server the pages are read from ({raw[:100]!r}): it is ignored")
+    if not url:
         where = ("link to copies of the chapters shipped beside them" if (chapters.BUILT_BOOK / SHIPPED).is_dir()
                  else "cannot link the book's chapters (the book is not built here: make book)")
         lines.append("note: c.CourseBook.url is unset in nbgrader_config.py: feedback pages " + where +
                      "; set it to the published book's address to link there")
+    elif url.startswith("/"):
+        served = ("the book the course's JupyterHub serves every user" if url == LINK_PREFIX
+                  else "the book served at that path")
+        lines.append(f"note: c.CourseBook.url{source} is {url[:100]!r}, a path on the server a page is read from: "
+                     f"feedback pages link the chapters to {served}, so their chapter links work where a page is "
+                     "opened from that server (a page fetched on the hub, opened in the learner's JupyterLab), "
+                     "and lead nowhere in a page opened from a file, mailed or uploaded elsewhere")
     why = mathsvg.unavailable()
     if why:
         lines.append(f"note: feedback pages show their formulas as TeX: {why}")
@@ -96,20 +107,25 @@ def build_page(rendered: str, dest: Path, config=None, cache: Path | None = None
     title = dest.stem
     notes: list[str] = []
     shipped: set[str] = set()
+    linked: set[str] = set()  # the relative and site-relative chapter links this page may keep
     missing: list[str] = []
     url = book_url(config)
 
     def chapter(edition: str, name: str, fragment: str) -> str | None:
         if url:
-            return f"{url}{'' if edition == 'en' else edition + '/'}{SHIPPED}/{name}.html{fragment}"
+            address = f"{url}{'' if edition == 'en' else edition + '/'}{SHIPPED}/{name}.html"
+            if url.startswith("/"):  # a path on the server the page is read from: kept by the later passes
+                linked.add(address)
+            return address + fragment
         rel = f"{SHIPPED}/{name}.html" if edition == "en" else f"{SHIPPED}/{edition}/{name}.html"
         if rel in shipped or ship_chapter(edition, name, dest.parent / rel, cache):
             shipped.add(rel)
+            linked.add(rel)
             return rel + fragment
         missing.append(name)
         return None
 
-    links = Links(chapter=chapter, shipped=shipped)
+    links = Links(chapter=chapter, shipped=linked)
     body = sanitise(body, links)  # the chapter links are decided here, before the notes are
     if missing:
         notes.append(gettext(NO_BOOK_NOTE))

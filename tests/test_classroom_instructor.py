@@ -147,6 +147,16 @@ def test_paths_that_do_not_work_say_why(class_folder, tmp_path):
     r = _grade(class_folder, "--out", class_folder / "graded")
     assert r.returncode == 2 and "--out" in r.stderr and "inside the submissions" in r.stderr
     assert not (class_folder / "graded").exists()
+    # a folder that permission allows but the file system refuses (procfs takes no new folder,
+    # even from root): refused up front too, not from inside the run
+    r = _grade(class_folder, "--out", "/proc/andrea-out")
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: --out: "), r.stderr
+    assert "/proc takes no new folder" in lines[0] and "expected a folder on a writable file system" in lines[0]
+    assert "Traceback" not in r.stderr and not r.stdout
+    before = sorted(tmp_path.iterdir())
+    assert options.check_out(tmp_path / "new" / "out") == tmp_path / "new" / "out"
+    assert sorted(tmp_path.iterdir()) == before  # the check made nothing and left nothing
     good_zip = tmp_path / "class.zip"
     with zipfile.ZipFile(good_zip, "w") as z:
         z.write(class_folder / "alice" / "gelu.ipynb", "alice/gelu.ipynb")

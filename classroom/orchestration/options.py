@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,7 +138,8 @@ def check_source(source: Path) -> Path:
 
 def check_out(out: Path, source: Path | None = None) -> Path:
     """``out`` if the run can write its folder there, apart from the submissions, else
-    :class:`OptionError` (nothing is created)."""
+    :class:`OptionError`. Nothing is left behind: whether a folder can be made is tried
+    with an empty folder in the nearest existing one, removed at once."""
     out = Path(out).absolute()
     if out.exists() and not out.is_dir():
         raise OptionError("--out", f"{out} is a file, not a folder")
@@ -150,4 +152,9 @@ def check_out(out: Path, source: Path | None = None) -> Path:
     existing = next((p for p in (out, *out.parents) if p.exists()), None)
     if existing is None or not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise OptionError("--out", f"cannot create or write {out} (no write permission in {existing})")
+    try:  # permission is not enough: /proc, /sys and full or read-only file systems take no new folder
+        os.rmdir(tempfile.mkdtemp(prefix=".andrea-out-probe-", dir=existing))
+    except OSError as exc:
+        raise OptionError("--out", f"cannot create {out}: {existing} takes no new folder ({exc.strerror or exc}); "
+                                   "expected a folder on a writable file system") from None
     return out

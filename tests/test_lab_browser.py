@@ -45,7 +45,8 @@ from andrea_ref.grading.manifest import load  # noqa: E402
 from classroom import notebook_i18n  # noqa: E402
 
 TOKEN = "andrea-lab-test-token"
-NOTEBOOKS = load().names  # the course manifest
+COURSE = load()  # the course manifest
+NOTEBOOKS = COURSE.names
 INSTRUCTOR_TOOLS = ("Formgrader", "Course List", "Create assignment", "Create Assignment")
 LANGS = ("en", "de", "ka")
 
@@ -73,6 +74,9 @@ def _start_lab(tmp: Path, *extra: str, env_extra: dict | None = None, base_url: 
 @pytest.fixture(scope="module")
 def learner_lab(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("learner-lab")
+    # the solutions beside the served workspace, so that a URL climbing out of it ("..")
+    # names a real solution notebook, as it would in a checkout
+    shutil.copytree(ROOT / "solutions", tmp / "solutions")
     proc, port = _start_lab(tmp)
     try:
         yield port, tmp
@@ -109,20 +113,27 @@ def test_file_browser_shows_released_notebooks_only(learner_lab, browser):
     assert not blocked, blocked
 
 
-@pytest.mark.parametrize("path", [
-    "/files/../solutions/02_layernorm/layernorm.ipynb",
-    "/files/..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
-    "/files/%2E%2E/solutions/02_layernorm/layernorm.ipynb",
-    "/files/../../solutions/02_layernorm/layernorm.ipynb",
-    "/api/contents/../solutions/02_layernorm/layernorm.ipynb",
-    "/api/contents/..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
-    "/api/contents/%2E%2E%2F%2E%2E%2Fsolutions",
-    "/files/solutions/02_layernorm/layernorm.ipynb",
-    "/api/contents/solutions",
-    "/nbconvert/html/../solutions/02_layernorm/layernorm.ipynb",
-    "/nbconvert/html/..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
-])
+def _solution_urls(assignment) -> list[str]:
+    """The URLs that try to reach ``assignment``'s solution notebook from the learner's
+    lab: climbing out of the workspace (``..``, encoded or not) or naming it outright."""
+    climb = f"../solutions/{assignment.path}"
+    encoded = urllib.parse.quote(climb, safe="")  # ..%2Fsolutions%2F02_layernorm%2Flayernorm.ipynb
+    return [f"/files/{climb}", f"/files/{encoded}", f"/files/%2E%2E/solutions/{assignment.path}",
+            f"/files/../{climb}", f"/api/contents/{climb}", f"/api/contents/{encoded}",
+            f"/files/solutions/{assignment.path}", f"/nbconvert/html/{climb}", f"/nbconvert/html/{encoded}"]
+
+
+# every assignment's real solution path, read from the course manifest (a renumbered
+# course changes the cases with it)
+SOLUTION_URLS = {url: a.solution for a in COURSE for url in _solution_urls(a)}
+SOLUTION_URLS.update({"/api/contents/%2E%2E%2F%2E%2E%2Fsolutions": ROOT / "solutions",
+                      "/api/contents/solutions": ROOT / "solutions"})
+LAYERNORM = COURSE["02_layernorm"]
+
+
+@pytest.mark.parametrize("path", list(SOLUTION_URLS))
 def test_solutions_unreachable_by_url(learner_lab, path):
+    assert SOLUTION_URLS[path].exists(), f"{path} names no solution of this course"
     port, _ = learner_lab
     status, body = _get(port, path)
     assert status >= 400, f"{path}: HTTP {status}"
@@ -136,8 +147,8 @@ def test_lab_tree_url_does_not_open_a_solution(learner_lab, browser):
     served: list[tuple[str, int]] = []
     page = context.new_page()
     page.on("response", lambda r: served.append((r.url, r.status)) if "/api/contents" in r.url else None)
-    for path in ("/lab/tree/../solutions/02_layernorm/layernorm.ipynb",
-                 "/lab/tree/..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb"):
+    climb = f"../solutions/{LAYERNORM.path}"
+    for path in (f"/lab/tree/{climb}", f"/lab/tree/{urllib.parse.quote(climb, safe='')}"):
         page.goto(f"http://127.0.0.1:{port}{path}?token={TOKEN}", wait_until="load")
         page.wait_for_selector("#jp-main-dock-panel", timeout=60_000)
         page.wait_for_timeout(3000)
@@ -300,9 +311,9 @@ def test_book_is_served_to_the_logged_in_only_and_only_the_book(learner_lab):
     # fetches fonts and MathJax in CORS mode, without the credentials JupyterHub asks for)
     status, body = _get(port, "/andrea-book/_static/andrea.css", token=None)
     assert status == 200 and body, status
-    for path in ("/andrea-book/.buildinfo", "/andrea-book/../solutions/02_layernorm/layernorm.ipynb",
-                 "/andrea-book/..%2F..%2Fsolutions%2F01_layernorm%2Flayernorm.ipynb",
-                 "/andrea-book/%2E%2E/%2E%2E/solutions/02_layernorm/layernorm.ipynb"):
+    for path in ("/andrea-book/.buildinfo", f"/andrea-book/../solutions/{LAYERNORM.path}",
+                 f"/andrea-book/{urllib.parse.quote(f'../../solutions/{LAYERNORM.path}', safe='')}",
+                 f"/andrea-book/%2E%2E/%2E%2E/solutions/{LAYERNORM.path}"):
         status, body = _get(port, path)
         assert status >= 400 and b"BEGIN SOLUTION" not in body, (path, status)
 

@@ -90,6 +90,19 @@ def block(x: torch.Tensor, params: Mapping, config: ModelConfig) -> torch.Tensor
     return _block_steps(x, params, config, None)
 
 
+def pre_norm_block(x: torch.Tensor, params: Mapping, n_head: int) -> torch.Tensor:
+    """ANDREA's pre-norm block with the exercises' signature, ``block(x, params, n_head)``:
+    the sizes are read from ``params`` (``d_model`` from ``x``, ``mlp_dim`` from
+    ``mlp.w1``), LayerNorm's eps is 1e-5. The capstone notebook provides it as ``block``."""
+    if not isinstance(params, Mapping) or "mlp.w1" not in params:
+        raise KeyError("params must map the parameter names of andrea_ref.Block (\"ln_1.gamma\", ..., "
+                       "\"mlp.b2\") to tensors")
+    check_tensor(x, "x", ndim=3)
+    d_model, mlp_dim = params["mlp.w1"].shape
+    config = ModelConfig(name="block", n_layer=1, n_head=n_head, d_model=d_model, mlp_dim=mlp_dim)
+    return _block_steps(x, params, config, None)
+
+
 class Block(nn.Module):
     """A transformer block with submodules ``ln_1``, ``attn``, ``ln_2``, ``mlp``."""
 

@@ -5,6 +5,7 @@
     train   = ids[: n - n_val]                  # the first 90 % of the text
     val     = ids[n - n_val :]                  # the last 10 %: never trained on
     x, y    = window[:-1], window[1:]           # every position predicts the next character
+                                                # (get_windows: the windows; get_batch: x and y)
 
 The corpus shipped with the package is Tiny Shakespeare (``andrea_ref/data``, with its
 provenance in the README there). The split is a cut, not a shuffle, so the validation
@@ -114,17 +115,25 @@ def uniform_loss(vocab_size: int) -> float:
     return math.log(vocab_size)
 
 
+def get_windows(ids: torch.Tensor, batch_size: int, length: int, generator: torch.Generator) -> torch.Tensor:
+    """``batch_size`` windows of ``length`` consecutive ids, ``[batch_size, length]``, at
+    random offsets drawn from ``generator``."""
+    check_positive_int(batch_size, "batch_size")
+    check_positive_int(length, "length")
+    if ids.numel() < length:
+        raise ValueError(f"ids holds {ids.numel()} ids, fewer than length = {length}")
+    if not isinstance(generator, torch.Generator):
+        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
+    starts = torch.randint(0, ids.numel() - length + 1, (batch_size, 1), generator=generator)
+    return ids[starts + torch.arange(length)]
+
+
 def get_batch(ids: torch.Tensor, batch_size: int, context: int,
               generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """``batch_size`` windows at random offsets drawn from ``generator``: inputs ``x`` and
     targets ``y`` (``x`` shifted by one), each ``[batch_size, context]``."""
-    check_positive_int(batch_size, "batch_size")
     check_positive_int(context, "context")
     if ids.numel() < context + 1:
         raise ValueError(f"ids holds {ids.numel()} ids, fewer than context + 1 = {context + 1}")
-    if not isinstance(generator, torch.Generator):
-        raise TypeError(f"generator must be a torch.Generator, got {type(generator).__name__}")
-    starts = torch.randint(0, ids.numel() - context, (batch_size, 1), generator=generator)
-    offsets = starts + torch.arange(context + 1)
-    windows = ids[offsets]
+    windows = get_windows(ids, batch_size, context + 1, generator)
     return windows[:, :-1], windows[:, 1:]

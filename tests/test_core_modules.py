@@ -155,3 +155,67 @@ def test_andrea_120m_numbers():
     assert c.mlp_weights_per_block == 2 * 768 * 3072 == 4_718_592
     assert c.n_layernorms == 25
     assert math.isclose(c.blocks / 1e6, 85.05, abs_tol=0.01)
+
+
+# ----------------------------------------------------------------- the capstone's pieces
+def test_the_model_from_its_parameters_alone_is_the_model():
+    """forward_from_params reads every size from the parameters and gives AndreaModel's
+    logits; config_from_params refuses a stack with a block missing."""
+    from andrea_ref.model import config_from_params, forward_from_params
+    for n_layer, tied in ((1, True), (2, False), (3, True)):
+        cfg = A.ModelConfig(name="t", n_layer=n_layer, n_head=2, d_model=8, mlp_dim=20, vocab_size=11,
+                            context_length=9, tied_embeddings=tied)
+        torch.manual_seed(n_layer)
+        model = A.AndreaModel(cfg)
+        ids = torch.randint(0, 11, (2, 7))
+        params = dict(model.named_parameters())
+        assert config_from_params(params, 2) == cfg.replace(name="from-params")
+        assert torch.equal(forward_from_params(ids, params, 2), model(ids))
+    with pytest.raises(KeyError, match="each present"):  # blocks.0 and blocks.2, no blocks.1
+        forward_from_params(ids, {k: v for k, v in params.items() if not k.startswith("blocks.1.")}, 2)
+
+
+def test_the_exercises_block_is_andreas_block():
+    from andrea_ref.block import pre_norm_block
+    cfg = A.ModelConfig(name="t", n_layer=1, n_head=3, d_model=12, mlp_dim=20)
+    torch.manual_seed(0)
+    blk = A.Block(cfg)
+    x = torch.randn(2, 5, 12)
+    assert torch.equal(pre_norm_block(x, dict(blk.named_parameters()), 3), blk(x))
+
+
+def test_fresh_parameters_come_from_the_seed_alone():
+    """init_params: AndreaModel's initialisation drawn from the seed, float32 whatever the
+    default dtype, the global random state left as it was."""
+    from andrea_ref.config import tiny_config
+    from andrea_ref.model import init_params
+    cfg = tiny_config(65)
+    torch.manual_seed(7)
+    expected = {k: v.detach() for k, v in A.AndreaModel(cfg).named_parameters()}
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        got = init_params(cfg, 7)
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(previous)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert got.keys() == expected.keys() and all(torch.equal(got[k], expected[k]) for k in got)
+    assert all(v.dtype == torch.float32 and not v.requires_grad for v in got.values())
+    with pytest.raises(ValueError, match="seed"):
+        init_params(cfg, -1)
+
+
+def test_windows_are_the_batches_inputs_and_targets():
+    """get_batch's x and y are a get_windows window without its last and first id, drawn
+    from the same stream (the book's runs keep their numbers)."""
+    from andrea_ref.corpus import get_batch, get_windows
+    ids = torch.arange(100)
+    w = get_windows(ids, 4, 9, torch.Generator().manual_seed(3))
+    x, y = get_batch(ids, 4, 8, torch.Generator().manual_seed(3))
+    assert torch.equal(w[:, :-1], x) and torch.equal(w[:, 1:], y)
+    assert torch.equal(w[:, 1:] - w[:, :-1], torch.ones(4, 8, dtype=torch.long))
+    with pytest.raises(ValueError, match="length"):
+        get_windows(ids, 1, 101, torch.Generator())

@@ -1,10 +1,11 @@
 """The rules against shortcuts are decided in the grader, on the answer's source: the
 forged classes of ``tests/hostile/shortcuts.py`` (machinery under aliases, worker
 threads, other dispatch keys, a replaced reply, PyTorch's Python references, the
-grading package's internal helpers), several variants each, get none of the points the
-rule governs and are reported with the line that does it; an instructor's acceptance
-grants what the checks give to a held answer that computes GELU itself, never to a
-shortcut.
+grading package's internal helpers, a namespace's members by computed names, code run
+from magic lines and other strings, code compiled or unpickled, shortcuts stored in
+containers), several variants each, get none of the points the rule governs and are
+reported with the line that does it; an instructor's acceptance grants what the checks
+give to a held answer that computes GELU itself, never to a shortcut.
 """
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 VARIANTS = [(cls, name, src) for cls, variants in CLASSES.items() for name, src in variants.items()]
 IDS = [f"{cls}-{name}" for cls, name, _ in VARIANTS]
 # classes whose every variant reaches machinery (held for review), not only a forbidden implementation
-HELD_CLASSES = {"alias", "thread", "reply", "refs"}
+HELD_CLASSES = {"alias", "thread", "reply", "refs", "namespace", "code"}
+# classes whose every variant's function reaches a forbidden implementation the source shows
+SHORTCUT_CLASSES = {"dispatch", "refs", "helpers", "strings", "containers"}
 # answers that compute GELU themselves but reach for machinery: held, and granted on acceptance
 HONEST_BUT_HELD = "alias-importlib_server"
 SHORTCUT_ACCEPTED = "alias-core_module_alias"  # machinery and F.gelu: acceptance grants nothing
@@ -45,13 +48,14 @@ def plan():
 
 
 def test_every_class_has_several_variants():
-    assert set(CLASSES) == {"alias", "thread", "dispatch", "reply", "refs", "helpers"}
+    assert set(CLASSES) == {"alias", "thread", "dispatch", "reply", "refs", "helpers", "namespace", "strings", "code",
+                            "containers"}
     assert all(len(v) >= 5 for v in CLASSES.values()), {k: len(v) for k, v in CLASSES.items()}
 
 
 @pytest.mark.parametrize("cls,name,source", VARIANTS, ids=IDS)
 def test_the_source_rules_find_each_variant(plan, cls, name, source):
-    found = analyse(plan, [cells for _, cells in answer_runs(plan, _notebook(source))])
+    found = analyse(plan, answer_runs(plan, _notebook(source)))
     evidence = found.machinery + [f for hits in found.shortcuts.values() for f in hits]
     assert evidence, f"{cls}/{name}: nothing found"
     assert all(f.cell > 0 and f.line > 0 and f.code for f in evidence), [f.text() for f in evidence]
@@ -59,12 +63,12 @@ def test_the_source_rules_find_each_variant(plan, cls, name, source):
     if cls in HELD_CLASSES:
         assert found.machinery, f"{cls}/{name}: not held"
     # a variant whose function calls a forbidden implementation is a shortcut in every graded cell
-    if cls in {"dispatch", "refs", "helpers"}:
+    if cls in SHORTCUT_CLASSES:
         assert all(found.shortcuts.get(k) for k in range(len(plan["graded"]))), found.shortcuts
 
 
 def test_the_correct_answer_alone_finds_nothing(plan):
-    found = analyse(plan, [cells for _, cells in answer_runs(plan, _notebook(GELU))])
+    found = analyse(plan, answer_runs(plan, _notebook(GELU)))
     assert not found.machinery and not found.notes and not any(found.shortcuts.values())
 
 

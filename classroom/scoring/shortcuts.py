@@ -15,37 +15,55 @@ rules are decided here, from the answer cells' source, read by
 - **machinery**: code that reaches for what no answer to these exercises needs,
   anywhere in the cells the answer server runs: the grading package's and the
   grader's internals, PyTorch's dispatcher and internals (``torch._C``, ``torch.ops``,
-  ``torch.library``, ``torch.overrides``, private modules), threads, processes and
-  executors, signal handlers, ``atexit`` and finalizers, ``sys.modules``, frames,
-  ``gc``, ``ctypes``, ``importlib``, ``builtins``, code objects and function
-  internals, ``exec``/``eval``/``compile``/``__import__``, computed attribute names,
-  replacing attributes of modules and classes it did not define, shell commands and
-  magics other than the harmless ones. A submission that does is held for review;
+  ``torch.library``, ``torch.overrides``, private modules), code compilers and
+  serialisers (``torch.jit``, ``torch.compile``, ``torch.export``, ``torch.load``,
+  ``numpy.load``, ``pickle``, ``marshal``, ``shelve``...: they run or rebuild code the
+  source does not show), threads, processes and executors, signal handlers, ``atexit``
+  and finalizers, ``sys.modules``, ``sys.path``, frames, ``gc``, ``ctypes``,
+  ``importlib``, ``builtins``, code objects and function internals, any module's
+  private names and ``__main__`` entry points, ``exec``/``eval``/``compile``/
+  ``__import__``, computed attribute names (``getattr`` with a name built at run time or
+  passed on as a value, the values of a module's ``__dict__``), replacing attributes of
+  modules and classes it did not define, environment variables other than thread
+  counts, shell commands and magics other than the harmless ones. A submission that
+  does is held for review;
 - **notes**: file access (``open``, ``pathlib``, ``sqlite3``...), harmless to the
   grade (the sandbox shows nothing worth reading) but worth a look.
+
+What is honest stays silent: ``inspect.getsource``, ``'gelu' in globals()``, reading
+``__module__`` or the ``__dict__`` of the learner's own objects, thread-count
+variables in ``os.environ``, ``%config InlineBackend...`` with a literal value,
+``%%writefile`` with a plain file name, and the code of ``%time``/``%timeit``/
+``%prun``/``%%capture``, which is read like any other code of the cell.
 
 :func:`analyse` returns all three with the cell, line and code of each.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
+import sys
+import types
 from dataclasses import dataclass, field
-
-from IPython.core.inputtransformer2 import TransformerManager
 
 import andrea_ref
 
-from .source import MISSING, Program, TooComplex, resolve
+from .source import MISSING, OverBudget, Program, peek, read, resolve, source_lines
 
-# modules no answer needs at all
-WHOLE = {"gc", "ctypes", "_ctypes", "importlib", "builtins", "inspect", "threading", "_thread",
-         "multiprocessing", "concurrent", "subprocess", "signal", "_signal", "atexit", "socket",
-         "_socket", "select", "selectors", "mmap", "fcntl", "pty", "resource", "marshal", "pickle",
-         "_pickle", "copyreg", "dis", "code", "codeop", "site", "zipimport", "pkgutil", "runpy",
+# modules no answer needs at all (a module whose name starts with "_" is internals too)
+WHOLE = {"gc", "ctypes", "importlib", "builtins", "threading", "multiprocessing", "concurrent", "subprocess",
+         "signal", "atexit", "socket", "select", "selectors", "mmap", "fcntl", "pty", "resource", "marshal",
+         "pickle", "copyreg", "dis", "code", "codeop", "site", "zipimport", "pkgutil", "runpy", "imp",
          "ipykernel", "zmq", "jupyter_client", "traitlets", "faulthandler", "tracemalloc", "asyncio",
-         "__main__", "classroom", "_imp", "posix", "nt", "_posixsubprocess", "_weakref", "_io",
-         "sysconfig", "_operator", "_functools", "_collections", "_abc", "_warnings", "gc"}
+         "__main__", "classroom", "posix", "nt", "sysconfig",
+         # deserialisers that rebuild objects by calling what the data names
+         "shelve", "dill", "cloudpickle", "joblib", "jsonpickle", "pickletools",
+         # code runners, debuggers, profilers and loaders that run code from files or strings
+         "doctest", "pdb", "bdb", "trace", "cProfile", "profile", "pydoc", "compileall", "py_compile",
+         "pkg_resources", "setuptools", "distutils", "pip", "ensurepip", "venv", "xmlrpc",
+         # compilers of Python or native code
+         "numba", "triton", "Cython", "pyximport", "cffi", "torchgen", "functorch"}
 # modules of which only these names are honest
 ALLOWED = {
     "sys": {"version", "version_info", "platform", "float_info", "int_info", "maxsize", "byteorder",
@@ -60,16 +78,33 @@ ALLOWED = {
     "traceback": {"print_exc", "format_exc", "print_exception", "format_exception",
                   "format_exception_only", "print_tb", "format_tb", "TracebackException"},
     "IPython": {"display"},
+    # reading source and asking what an object is; not frames, members or annotations evaluated
+    "inspect": {"getsource", "getsourcelines", "getdoc", "cleandoc", "getcomments", "isfunction", "isclass",
+                "ismethod", "ismodule", "isbuiltin", "isroutine", "iscoroutinefunction", "isgeneratorfunction"},
+    "timeit": {"timeit", "repeat", "Timer", "default_timer", "default_number", "default_repeat"},
+    "unittest": {"TestCase", "TextTestRunner", "TestSuite", "FunctionTestCase", "skip", "skipIf", "skipUnless",
+                 "expectedFailure", "SkipTest"},
+    "pytest": {"approx", "raises", "warns"},
+    "yaml": {"safe_load", "safe_load_all", "safe_dump", "safe_dump_all", "dump", "YAMLError"},
 }
-TORCH_MACHINERY = ("torch.ops", "torch.library", "torch.overrides", "torch.fx", "torch.multiprocessing",
-                   "torch.utils.cpp_extension", "torch.utils.hooks", "torch.jit._state")
+MACHINERY_PATHS = (
+    # PyTorch's dispatcher and tracing
+    "torch.ops", "torch.library", "torch.overrides", "torch.fx", "torch.multiprocessing", "torch.utils.hooks",
+    # code compiled, traced, exported, loaded or rebuilt from data
+    "torch.jit", "torch.compile", "torch.compiler", "torch.export", "torch.onnx", "torch.package", "torch.hub",
+    "torch.load", "torch.serialization", "torch.utils.cpp_extension", "torch.utils.model_zoo", "torch.classes",
+    "torch.cuda.jiterator", "torch.distributed", "torch.utils.bottleneck",
+    "numpy.load", "numpy.lib.format", "numpy.lib.npyio", "numpy.f2py", "numpy.distutils", "numpy.ctypeslib",
+    "sympy.sympify", "sympy.S", "sympy.parse_expr", "sympy.parsing", "sympy.lambdify", "sympy.core.sympify",
+    # names resolved from strings
+    "logging.config")
 GRADING_PUBLIC = re.compile(r"^(check_\w+|report_\w+|GradingError|ERROR_NAME|failure_lines)$")
 # attributes through which code, frames and function internals are reached
 DUNDERS = {"__code__", "__globals__", "__closure__", "__dict__", "__class__", "__bases__", "__base__",
            "__mro__", "__subclasses__", "__builtins__", "__func__", "__self__", "__wrapped__",
            "__defaults__", "__kwdefaults__", "__getattribute__", "__setattr__", "__delattr__",
            "__import__", "__loader__", "__spec__", "__reduce__", "__reduce_ex__", "__traceback__",
-           "__objclass__", "__module__", "__torch_function__", "__torch_dispatch__", "__subclasshook__",
+           "__objclass__", "__torch_function__", "__torch_dispatch__", "__subclasshook__", "__getattr__",
            "__init_subclass__", "__class_getitem__", "__getstate__", "__setstate__"}
 FRAME_ATTRS = {"tb_frame", "tb_next", "f_back", "f_globals", "f_locals", "f_builtins", "f_code", "f_trace",
                "gi_frame", "gi_code", "cr_frame", "cr_code", "ag_frame", "co_code", "co_consts", "co_names",
@@ -81,7 +116,12 @@ GUARDED_ROOTS = {"torch", "andrea_ref", "builtins", "sys", "os", "math", "json",
                  "types", "functools", "operator", "IPython", "numpy", "warnings", "copy"} | WHOLE
 HARMLESS_MAGICS = {"time", "timeit", "matplotlib", "capture", "pinfo", "pinfo2", "precision", "who", "whos",
                    "who_ls", "autoreload", "reset", "xmode", "pdb", "page", "pprint", "lsmagic", "magic",
-                   "prun", "load_ext autoreload"}
+                   "prun", "load_ext autoreload", "config InlineBackend", "config (shows a setting)", "writefile"}
+# environment variables that only tune thread counts and determinism: nothing reads them to
+# decide which code runs (PYTHONBREAKPOINT, LD_PRELOAD, PYTHONPATH or TORCH_* could)
+HARMLESS_ENV = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+                "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "TOKENIZERS_PARALLELISM", "CUBLAS_WORKSPACE_CONFIG",
+                "CUDA_VISIBLE_DEVICES", "PYTHONHASHSEED"}
 NOTE_ROOTS = {"pathlib", "shutil", "tempfile", "glob", "sqlite3", "urllib", "http", "requests", "io"}
 NOTE_OS = {"listdir", "makedirs", "mkdir", "remove", "unlink", "rename", "replace", "walk", "scandir", "stat"}
 _PKG = os.path.dirname(os.path.abspath(andrea_ref.__file__))
@@ -104,6 +144,7 @@ class Analysis:
     machinery: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)
     shortcuts: dict[int, list[Finding]] = field(default_factory=dict)  # per graded cell (index in the plan)
+    work: int = 0  # units of work the reading took (source.MAX_WORK is its budget)
 
 
 def _norm(text: str) -> str:
@@ -133,8 +174,10 @@ class Rule:
         if obj is not MISSING:
             if self._in_files(_source_file(obj)):
                 return canon
-            names += [str(getattr(obj, a, "")) for a in ("__name__", "__qualname__", "_qualified_op_name")]
-            module = str(getattr(obj, "__module__", "") or "")
+            names += [v for v in (peek(obj, a) for a in ("__name__", "__qualname__", "_qualified_op_name"))
+                      if isinstance(v, str)]
+            module = peek(obj, "__module__")
+            module = module if isinstance(module, str) else ""
             if not (root == "torch" or module.startswith("torch")):
                 return None
         elif root == "andrea_ref":
@@ -146,53 +189,86 @@ class Rule:
             return canon
         return None
 
-    def forbidden_member(self, path: str) -> str | None:
-        """For ``getattr(namespace, <computed>)``: a forbidden member of the namespace."""
-        if path not in self._wild:
+    def _named_like(self, name) -> bool:
+        return isinstance(name, str) and any(w in _norm(name) for w in self.words)
+
+    def forbidden_member(self, path: str, deep: bool = False) -> str | None:
+        """For ``getattr(namespace, <computed>)``: a forbidden member of the namespace;
+        ``deep``: of the namespace or of any module below it the grader has imported (what
+        further attributes of such a member can reach)."""
+        key = (path, deep)
+        if key not in self._wild:
             canon, obj = resolve(path)
             hit = None
             if obj is not MISSING:
-                try:
-                    names = list(vars(obj))[:5000]
-                except TypeError:
-                    names = []
-                hit = next((h for h in (self.forbidden(f"{canon}.{n}") for n in names) if h), None)
-            self._wild[path] = hit
-        return self._wild[path]
+                spaces = [(canon, obj)]
+                if deep and isinstance(obj, types.ModuleType):
+                    spaces += [(n, m) for n, m in sorted(sys.modules.items())
+                               if n.startswith(canon + ".") and isinstance(m, types.ModuleType)][:5000]
+                for name, space in spaces:
+                    hit = self._member_of(name, space)
+                    if hit:
+                        break
+            self._wild[key] = hit
+        return self._wild[key]
+
+    def _member_of(self, canon: str, obj) -> str | None:
+        space = peek(obj, "__dict__")
+        if not isinstance(space, (dict, types.MappingProxyType)):
+            return None
+        names = [n for n in list(space)[:20000] if isinstance(n, str)]
+        if canon.split(".")[0] == "torch" and self.words and not any(w in _norm(canon) for w in self.words):
+            # the names decide under torch: look closer only at members named like the rule, by
+            # the name they are kept under or their own
+            names = [n for n in names if self._named_like(n) or self._named_like(peek(space.get(n), "__name__"))]
+        return next((h for h in (self.forbidden(f"{canon}.{n}") for n in names) if h), None)
 
 
 def _source_file(obj):
     for _ in range(4):
-        inner = getattr(obj, "func", None) or getattr(obj, "__func__", None)
+        inner = peek(obj, "func") or peek(obj, "__func__")
         if inner is None or inner is obj:
             break
         obj = inner
-    code = getattr(obj, "__code__", None)
-    if code is not None:
-        return getattr(code, "co_filename", None)
+    code = peek(obj, "__code__")
+    if isinstance(code, types.CodeType):
+        return code.co_filename
     if isinstance(obj, type):
-        import sys
-        mod = sys.modules.get(getattr(obj, "__module__", ""), None)
-        return getattr(mod, "__file__", None)
+        name = peek(obj, "__module__")
+        mod = sys.modules.get(name) if isinstance(name, str) else None
+        return peek(mod, "__file__") if isinstance(mod, types.ModuleType) else None
+    if isinstance(obj, types.ModuleType):
+        return peek(obj, "__file__")
     return None
 
 
+def _private(part: str) -> bool:
+    return part.startswith("_") and not (part.startswith("__") and part.endswith("__"))
+
+
+@functools.lru_cache(maxsize=65536)
 def machinery(path: str) -> str | None:
     """Why reaching ``path`` (canonical, dotted) is machinery, else None."""
     parts = path.split(".")
     root = parts[0]
-    if root in WHOLE:
+    if root in WHOLE or (_private(root) and root != "_"):
         return f"{path} (nothing these exercises need)"
-    if root == "torch":
-        if any(p.startswith("_") and not (p.startswith("__") and p.endswith("__")) for p in parts[1:]):
-            return f"{path} (PyTorch's internals)"
-        if any(path == m or path.startswith(m + ".") for m in TORCH_MACHINERY):
+    if "__main__" in parts:
+        return f"{path} (a program's entry point, which runs when imported)"
+    if any(path == m or path.startswith(m + ".") for m in MACHINERY_PATHS):
+        if root == "torch" and not path.startswith(("torch.ops", "torch.library", "torch.overrides", "torch.fx")):
+            return f"{path} (compiles, loads or rebuilds code that the answer's source does not show)"
+        if root == "torch":
             return f"{path} (PyTorch's dispatcher and tracing machinery)"
-        return None
+        return f"{path} (runs or rebuilds code that the answer's source does not show)"
     if root == "andrea_ref" and len(parts) >= 3 and parts[1] == "grading":
         if len(parts) == 3 and GRADING_PUBLIC.match(parts[2]):
             return None
         return f"{path} (the grading package's internals)"
+    if any(_private(p) for p in parts[1:]):
+        return f"{path} (PyTorch's internals)" if root == "torch" else f"{path} (a module's internals)"
+    if root == "torch":
+        return None
     if root in ALLOWED and len(parts) > 1 and parts[1] not in ALLOWED[root]:
         if root == "IPython" and parts[1] == "core" and len(parts) > 2 and parts[2] == "display":
             return None
@@ -200,6 +276,7 @@ def machinery(path: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=65536)
 def _note(path: str) -> str | None:
     parts = path.split(".")
     if parts[0] in NOTE_ROOTS or (parts[0] == "os" and len(parts) > 1 and parts[1] in NOTE_OS):
@@ -207,15 +284,25 @@ def _note(path: str) -> str | None:
     return None
 
 
+_ENV_KEY = re.compile(r"^os\.environ\['([A-Za-z0-9_]+)'\]$")
+
+
 def _event_reason(kind: str, detail: str) -> tuple[str, str] | None:
     if kind == "attr" and (detail in DUNDERS or detail in FRAME_ATTRS):
         return "machinery", f".{detail} (code, frames or object internals)"
     if kind == "sets":
+        env = _ENV_KEY.match(detail)
+        if env and env.group(1) in HARMLESS_ENV:
+            return None
         root = detail.split(".")[0].split("[")[0]
-        if root in GUARDED_ROOTS and not detail.startswith("torch.backends."):
+        if (root in GUARDED_ROOTS or root in ALLOWED or _private(root)) and not detail.startswith("torch.backends."):
             return "machinery", f"replaces {detail} (changes what other code runs)"
     if kind == "computed":
         return "machinery", f"{detail}() with a computed attribute name"
+    if kind == "namespace":
+        return "machinery", f"every member of {detail} namespace, by names taken from data (a computed attribute name)"
+    if kind == "code":
+        return "machinery", f"runs the {detail}, a code string built at run time that the grader cannot read"
     if kind == "name":
         return "machinery", f"{detail} (the interpreter's internals)"
     if kind == "method":
@@ -228,48 +315,58 @@ def _event_reason(kind: str, detail: str) -> tuple[str, str] | None:
 def parse_cell(source: str):
     """The cell as Python (IPython's transformation of magics and shell commands
     applied), or None if it does not parse (it then runs nowhere)."""
-    try:
-        import ast
-        return ast.parse(TransformerManager().transform_cell(source))
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    return read(source)[0]
 
 
-def analyse(plan: dict, segments: list[list[tuple[int, str]]]) -> Analysis:
-    """The findings in the learner's cells: ``segments[k]`` holds the (cell number,
-    source) pairs that run before graded cell ``k`` (the plan's set-up cells are read
-    first, for their bindings only)."""
+def analyse(plan: dict, runs: list[tuple[str, list[tuple[int, str]]]]) -> Analysis:
+    """The findings in the learner's cells: ``runs[k]`` is (graded cell id, the (cell
+    number, source) pairs that run before that graded cell), as
+    :func:`~classroom.scoring.plan.answer_runs` gives them (the plan's set-up cells are
+    read first, for their bindings only). The shortcuts of graded cell ``k`` are what its
+    function reaches, there, of the rule its checks enforce. The reading has a hard budget
+    (``source.MAX_SECONDS``, ``source.MAX_WORK``): past it, it stops and the notebook is
+    held for review ("the answer's code could not be read within N s")."""
     out = Analysis()
-    prog, rule = Program(), Rule(plan.get("forbidden") or {})
+    prog = Program()
+    graded = {g["grade_id"]: g for g in plan["graded"]}
     sources: dict[int, list[str]] = {}
     try:
         for src in plan["setup"]:
-            tree = parse_cell(src)
+            tree, lines = read(src)
             if tree is not None:
-                prog.run(tree, 0, record=False)
-        for k, segment in enumerate(segments):
+                prog.run(tree, 0, record=False, lines=lines)
+        for _gid, segment in runs:
             for cell, src in segment:
-                sources[cell] = src.splitlines()
-                tree = parse_cell(src)
+                sources[cell] = source_lines(src)
+                tree, lines = read(src)
                 if tree is not None:
-                    prog.run(tree, cell)
+                    prog.run(tree, cell, lines=lines)
                 if re.search(r"\bget_ipython\b", src):
                     prog.events.append(("get_ipython", "get_ipython()", cell, _line_of(src, "get_ipython")))
             prog.boundary()
         prog.finish()
-        fn = plan["function"]
         for k, env in enumerate(prog.boundaries):
+            g = graded[runs[k][0]]
+            fn, forbidden = g["function"], g.get("forbidden") or {}
+            key = repr(sorted(forbidden.items()))
+            rule = _RULES.get(key) or _RULES.setdefault(key, Rule(forbidden))
             reached = prog.reach(env.get(fn, frozenset()), k)
             out.shortcuts[k] = _shortcuts(prog, rule, reached, sources, fn)
-    except (TooComplex, RecursionError, MemoryError) as exc:
+    except OverBudget as exc:  # the grader stops rather than run on: held, never passed
+        out.machinery.append(Finding("machinery", str(exc), 0, 0, ""))
+    except Exception as exc:  # noqa: BLE001 - TooComplex, RecursionError, MemoryError ...: held, never passed
         out.machinery.append(Finding("machinery", f"the answer's code could not be read ({type(exc).__name__}: "
                                      f"{str(exc)[:120]})", 0, 0, ""))
     _collect(prog, sources, out)
+    out.work = prog.work
     return out
 
 
+_RULES: dict[str, Rule] = {}  # the rules met so far, with what their namespaces hold
+
+
 def _line_of(src: str, needle: str) -> int:
-    for i, line in enumerate(src.splitlines(), start=1):
+    for i, line in enumerate(source_lines(src), start=1):
         if needle in line:
             return i
     return 0
@@ -282,18 +379,18 @@ def _code(sources, cell: int, line: int) -> str:
 
 
 def _first_use(prog: Program, atom) -> tuple[int, int]:
-    return next(((c, ln) for a, c, ln in prog.uses if a == atom), (0, 0))
+    return prog.first_use.get(atom, (0, 0))
 
 
 def _shortcuts(prog: Program, rule: Rule, reached, sources, fn: str) -> list[Finding]:
     found, seen = [], set()
     for atom in sorted(reached, key=str):
         name = None
-        if atom[0] == "k":
+        if atom[0] in ("k", "i"):  # a library object, or an instance of a library class
             name = rule.forbidden(atom[1])
-        elif atom[0] == "w":
-            member = rule.forbidden_member(atom[1])
-            name = f"{member} (an attribute of {atom[1]} with a computed name)" if member else None
+        elif atom[0] in ("w", "w*"):
+            member = rule.forbidden_member(atom[1], deep=atom[0] == "w*")
+            name = f"{member} (reached from {atom[1]} by a computed name)" if member else None
         if name and name not in seen:
             seen.add(name)
             cell, line = _first_use(prog, atom)
@@ -318,7 +415,9 @@ def _collect(prog: Program, sources, out: Analysis) -> None:
                 add("machinery", f"{atom[1]}() (runs or reaches code the checks cannot see)", cell, line)
             elif atom[1] == "open":
                 add("note", "open() (file access)", cell, line)
-        elif atom[0] in ("k", "w"):
+        elif atom[0] in ("k", "i", "w", "w*"):
+            if ("machinery", cell, line) in seen and ("note", cell, line) in seen:
+                continue
             canon = resolve(atom[1])[0]
             why = machinery(canon)
             if why:

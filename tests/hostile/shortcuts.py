@@ -17,14 +17,33 @@ answer server reported them. The classes:
   function internals, so that what is sent back is not what the checked call returned;
 - ``refs``: PyTorch's own Python reference implementations and decompositions;
 - ``helpers``: the grading package's internal reference helpers and ``andrea_ref``'s
-  own GELU, under other names.
+  own GELU, under other names;
+- ``namespace``: a module's members reached by names taken from data: the values of
+  its ``__dict__`` (through ``getattr(m, "__dict__")``), ``getattr`` passed on to
+  ``map``, ``functools.reduce`` or a ``__reduce__`` that ``copy`` calls;
+- ``strings``: code IPython or Python runs from a string the cell holds: the line of
+  ``%timeit``, ``%time`` and ``%prun``, a magic inside ``%%capture``, the
+  ``{expression}`` IPython expands in a magic's line, the value ``%config`` evaluates,
+  a string annotation ``typing.get_type_hints`` evaluates;
+- ``code``: code compiled, serialised or built at run time, which the source does not
+  show: a pickle whose ``__reduce__`` runs code, through ``torch.load`` or
+  ``numpy.load``, a TorchScript archive, a ``timeit`` statement built at run time;
+- ``containers``: a forbidden implementation picked from a module by a helper or a
+  class of the learner's own that is given the module, or stored in a container or
+  object by a method call (``append``, ``insert``, ``update``, ``operator.setitem``, a bound
+  ``append`` kept in a ``functools.partial`` or handed to ``map``, ``heapq.heappush``,
+  a helper of the learner's own that appends to the list it is given ...) and read back
+  by the graded function.
 
 ``tests/test_classroom_shortcuts.py`` grades them through the real grader: none gets
 the points the rule against shortcuts governs, and each is reported with its evidence.
 """
 from __future__ import annotations
 
+import io
+import pickle
 import textwrap
+import warnings
 
 ASSIGNMENT = "03_gelu"
 NOTEBOOK = "gelu.ipynb"
@@ -32,6 +51,35 @@ NOTEBOOK = "gelu.ipynb"
 
 def _d(text: str) -> str:
     return textwrap.dedent(text)
+
+
+class _Payload:
+    """Unpickling it runs code: the library's own GELU becomes the notebook's ``gelu``."""
+
+    def __reduce__(self):
+        return (exec, ("import __main__, torch, torch._refs.nn.functional as R\n"
+                       "__main__.gelu = lambda t, R=R: R.gelu(t, approximate='tanh')",))
+
+
+PICKLE = pickle.dumps(_Payload(), protocol=2)
+
+
+def _archive() -> bytes:
+    """A TorchScript archive of the library's GELU: nothing in the answer's source names it."""
+    import torch
+
+    class _G(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.gelu(x, approximate="tanh")
+
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit is deprecated, and still loads
+        torch.jit.save(torch.jit.trace(_G(), torch.randn(8)), buf)
+    return buf.getvalue()
+
+
+ARCHIVE = _archive()
 
 
 CLASSES: dict[str, dict[str, str]] = {
@@ -249,6 +297,232 @@ CLASSES: dict[str, dict[str, str]] = {
             from andrea_ref.mlp import _bias_gelu
             def gelu(x):
                 return _bias_gelu(x, None)
+            """),
+    },
+    "namespace": {
+        "dict_values_refs_jit": _d("""\
+            for _m in getattr(torch, "__dict__").values():
+                if getattr(_m, "__name__", "") == "torch._refs":
+                    _R = _m
+            _fn = getattr(getattr(_R, "nn"), "functional")
+            for _f in getattr(_fn, "__dict__").values():
+                if getattr(_f, "__name__", "") == "ge" + "lu":
+                    _impl = _f
+            _g = torch.jit.trace(lambda t: _impl(t, approximate="tanh"), torch.randn(8))
+            def gelu(x):
+                return _g(x)
+            """),
+        "dict_values_andrea_ref": _d("""\
+            import andrea_ref
+            for _f in getattr(andrea_ref, "__dict__").values():
+                if getattr(_f, "__name__", "") == "ge" + "lu":
+                    _impl = _f
+            def gelu(x):
+                return _impl(x)
+            """),
+        "dict_items": _d("""\
+            _d = getattr(torch.nn.functional, "__dict__")
+            _v = list(_d.items())
+            def gelu(x):
+                return dict(_v)["ge" + "lu"](x, approximate="tanh")
+            """),
+        "map_getattr": _d("""\
+            _F = list(map(getattr, [torch.nn], ["func" + "tional"]))[0]
+            def gelu(x):
+                return _F.gelu(x, approximate="tanh")
+            """),
+        "reduce_getattr": _d("""\
+            import functools
+            _g = functools.reduce(getattr, ["nn", "functional", "ge" + "lu"], torch)
+            def gelu(x):
+                return _g(x, approximate="tanh")
+            """),
+        "copy_reduce": _d("""\
+            import copy
+            class _E:
+                def __reduce__(self):
+                    return (getattr, (torch.nn.functional, "ge" + "lu"))
+            _g = copy.copy(_E())
+            def gelu(x):
+                return _g(x, approximate="tanh")
+            """),
+    },
+    "strings": {
+        "timeit_cell_setup": _d("""\
+            %%timeit -n1 -r1 global gelu; import torch._refs.nn.functional as R; gelu = lambda x: R.gelu(x, approximate='tanh')
+            pass
+            """),
+        "timeit_line": _d("""\
+            %timeit -n1 -r1 global _g; _g = torch.nn.functional.gelu
+            def gelu(x):
+                return _g(x, approximate="tanh")
+            """),
+        "time_assign": _d("""\
+            _g = %time torch.nn.functional.gelu
+            def gelu(x):
+                return _g(x, approximate="tanh")
+            """),
+        "prun_line": _d("""\
+            def gelu(x):
+                return x
+            %prun -q global gelu; gelu = lambda x: torch.nn.GELU("tanh")(x)
+            """),
+        "capture_nested_magic": _d("""\
+            %%capture
+            %time _g = torch.nn.functional.gelu
+            def gelu(x):
+                return _g(x, approximate="tanh")
+            """),
+        "expanded_magic_line": _d("""\
+            _impl = []
+            def gelu(x):
+                return _impl[0](x, approximate="tanh")
+            %who {_impl.append(torch.nn.functional.gelu)}
+            """),
+        "config_value": _d("""\
+            _impl = []
+            def gelu(x):
+                return _impl[0](x, approximate="tanh")
+            %config InlineBackend.figure_format = _impl.append(torch.nn.functional.gelu) or 'png'
+            """),
+        "string_annotation": _d("""\
+            import typing
+            _impl = []
+            def _h(x: "(_impl.append(torch.nn.functional.gelu), int)[1]"):
+                pass
+            typing.get_type_hints(_h)
+            def gelu(x):
+                return _impl[0](x, approximate="tanh")
+            """),
+    },
+    "code": {
+        "torch_load_pickle": _d(f"""\
+            import io
+            def gelu(x):
+                return x
+            try:
+                torch.load(io.BytesIO({PICKLE!r}), weights_only=False)
+            except Exception:
+                pass
+            """),
+        "numpy_load_pickle": _d(f"""\
+            import io
+            import numpy as np
+            def gelu(x):
+                return x
+            np.load(io.BytesIO({PICKLE!r}), allow_pickle=True)
+            """),
+        "serialization_alias": _d(f"""\
+            import io
+            from torch import serialization as _s
+            def gelu(x):
+                return x
+            try:
+                _s.load(io.BytesIO({PICKLE!r}), weights_only=False)
+            except Exception:
+                pass
+            """),
+        "torchscript_archive": _d(f"""\
+            import io
+            _m = torch.jit.load(io.BytesIO({ARCHIVE!r}))
+            def gelu(x):
+                return _m(x)
+            """),
+        "timeit_built_statement": _d("""\
+            import timeit
+            def gelu(x):
+                return x
+            _s = "glo" + "bal gelu; import torch._refs.nn.functional as R; gelu = lambda x: R.gelu(x, approximate='tanh')"
+            timeit.timeit(_s, number=1, globals=globals())
+            """),
+    },
+    "containers": {
+        "list_append": _d("""\
+            import torch.nn.functional as F
+            _impl = []
+            _impl.append(F.gelu)
+            def gelu(x):
+                return _impl[0](x, approximate="tanh")
+            """),
+        "insert_in_a_function": _d("""\
+            _impl = [None]
+            def _setup():
+                _impl.insert(0, torch.nn.functional.gelu)
+            _setup()
+            def gelu(x):
+                return _impl[0](x, approximate="tanh")
+            """),
+        "dict_update": _d("""\
+            _table = {}
+            _table.update(g=torch.nn.GELU("tanh"))
+            def gelu(x):
+                return _table["g"](x)
+            """),
+        "operator_setitem": _d("""\
+            import operator
+            _table = {}
+            operator.setitem(_table, "g", torch.nn.functional.gelu)
+            def gelu(x):
+                return _table["g"](x, approximate="tanh")
+            """),
+        "unbound_method": _d("""\
+            _impl = []
+            list.append(_impl, torch.nn.functional.gelu)
+            def gelu(x):
+                return next(iter(_impl))(x, approximate="tanh")
+            """),
+        "partial_of_a_method": _d("""\
+            import functools
+            _impl = []
+            _put = functools.partial(_impl.append)
+            _put(torch.nn.functional.gelu)
+            def gelu(x):
+                return _impl[0](x, approximate="tanh")
+            """),
+        "map_of_a_method": _d("""\
+            _impl = []
+            list(map(_impl.append, [torch.nn.functional.gelu]))
+            def gelu(x):
+                return _impl[0](x, approximate="tanh")
+            """),
+        "helper_that_appends": _d("""\
+            def _put(box, value):
+                box.append(value)
+            _impl = []
+            _put(_impl, torch.nn.functional.gelu)
+            def gelu(x):
+                return _impl[0](x, approximate="tanh")
+            """),
+        "heap_push": _d("""\
+            import heapq
+            _heap = []
+            heapq.heappush(_heap, (0, torch.nn.functional.gelu))
+            def gelu(x):
+                return _heap[0][1](x, approximate="tanh")
+            """),
+        "helper_given_the_module": _d("""\
+            def _pick(m):
+                return m.gelu
+            _g = _pick(torch.nn.functional)
+            def gelu(x):
+                return _g(x, approximate="tanh")
+            """),
+        "instance_given_the_module": _d("""\
+            class _Holder:
+                def __init__(self, m):
+                    self.f = m.gelu
+                def __call__(self, x):
+                    return self.f(x, approximate="tanh")
+            gelu = _Holder(torch.nn.functional)
+            """),
+        "object_attribute_list": _d("""\
+            class _Box:
+                def __init__(self):
+                    self.fns = []
+            _box = _Box()
+            _box.fns.extend([torch.nn.functional.gelu])
+            def gelu(x):
+                return _box.fns[-1](x, approximate="tanh")
             """),
     },
 }

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
+from andrea_ref.grading.manifest import load  # noqa: E402
 
 from classroom import textsafe  # noqa: E402
 from classroom.course import snapshot  # noqa: E402
@@ -40,13 +41,28 @@ def plans():
 
 # ----------------------------------------------------------------------------- plan
 def test_plan_holds_every_graded_call_with_hidden_seeds(plans):
-    for a, (_, _, fn, cells) in ASSIGNMENTS.items():
+    for a, (_, _, _, cells) in ASSIGNMENTS.items():
         plan = plans[a]
-        assert plan["function"] == fn
+        assert plan["functions"] == [name for name, _args in load()[a].functions()]
         assert {g["grade_id"]: g["points"] for g in plan["graded"]} == cells
         for g in plan["graded"]:
             seeds = [kw.get("seed") for _, kw in g["calls"]]
             assert None in seeds and 20261130 in seeds, g  # the visible and the hidden call
+
+
+def test_each_graded_cell_names_its_function_and_the_rule_its_checks_enforce(plans):
+    """The capstone checks three functions, each under its own rule; a one-function
+    notebook's cells all check that function under its module's rule."""
+    from andrea_ref.grading import capstone, gelu
+    by_id = {g["grade_id"]: g for g in plans["05_capstone"]["graded"]}
+    assert plans["05_capstone"]["functions"] == ["andrea_tiny", "train", "sample_next"]
+    for gid, fn, rule in (("tiny_values", "andrea_tiny", capstone.FORBIDDEN),
+                          ("train_learns", "train", capstone.FORBIDDEN_TRAIN),
+                          ("sample_seed", "sample_next", capstone.FORBIDDEN_SAMPLE)):
+        assert by_id[gid]["function"] == fn and by_id[gid]["shortcut"]
+        assert by_id[gid]["forbidden"]["what"] == rule.what
+        assert by_id[gid]["forbidden"]["ref_files"] == rule.relative_ref_files()
+    assert {g["forbidden"]["what"] for g in plans["03_gelu"]["graded"]} == {gelu.FORBIDDEN.what}
 
 
 def test_plan_refuses_a_graded_cell_doing_anything_else():
@@ -241,7 +257,7 @@ def test_a_course_below_tmp_stays_visible_and_read_only_in_forked_servers(tmp_pa
     for pkg in ("andrea_ref", "classroom"):
         shutil.copytree(ROOT / pkg, course / pkg, ignore=shutil.ignore_patterns("__pycache__"))
     # a module no zygote has imported yet: it must be found after the fork
-    (course / "andrea_ref" / "_first_used_late.py").write_text("READY = True\n")
+    (course / "andrea_ref" / "first_used_late.py").write_text("READY = True\n")
     for d in [tmp_path, course, *course.rglob("*")]:
         os.chmod(d, 0o755 if d.is_dir() else 0o644)
     work = tmp_path / "answer"
@@ -264,7 +280,7 @@ def test_a_course_below_tmp_stays_visible_and_read_only_in_forked_servers(tmp_pa
         # (the cell stops at its first error, before gelu is defined)
         answer = (
             "import andrea_ref as _a\n"
-            "from andrea_ref._first_used_late import READY\n"
+            "from andrea_ref.first_used_late import READY\n"
             f"assert READY and _a.__file__.startswith({str(course)!r})\n"
             + GELU +
             "try:\n"

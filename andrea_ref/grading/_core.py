@@ -50,6 +50,7 @@ import signal
 import string
 import sys
 import threading
+import types
 import warnings
 
 import torch
@@ -58,6 +59,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from .. import i18n as _i18n
 from ..i18n import N_
+from ..model import forward_from_params as _forward_from_params
 
 # ---------------------------------------------------------------------------
 # Captured at import time. The notebooks import this module in their first, locked
@@ -337,6 +339,42 @@ ALWAYS_FORBIDDEN_DIRS = tuple(os.path.join(_TORCH_DIR, d) + os.sep for d in ("_r
     + (os.path.join(_PACKAGE_DIR, "grading") + os.sep,)
 
 
+def governed(rule):
+    """Decorator above :func:`graded`: the rule against shortcuts (a :class:`Forbidden`)
+    this check enforces, where the functions of one notebook have rules of their own (the
+    capstone's); a check without one enforces its module's ``FORBIDDEN``. The grader's
+    plan reads it (``classroom.scoring.plan``), so the rule decided on the answer's source
+    is the one the check applies in the notebook."""
+    def mark(check):
+        check.forbidden = rule
+        return check
+    return mark
+
+
+def rule_of(check):
+    """The :class:`Forbidden` a graded check enforces (see :func:`governed`), or None."""
+    rule = getattr(check, "forbidden", None)
+    if rule is None:
+        module = sys.modules.get(getattr(getattr(check, "__wrapped__", check), "__module__", ""))
+        rule = getattr(module, "FORBIDDEN", None)
+    return rule
+
+
+# Functions a check may hand to the learner's function as an argument (the reference
+# model, which the capstone's ``train`` is checked with), by name. A function served by
+# another process gets the name (``classroom.isolation.wire.Ref``) and that process
+# passes its own copy of the function: code never travels.
+PROVIDED = types.MappingProxyType({"andrea_ref.model.forward_from_params": _forward_from_params})
+
+
+def provided_name(value):
+    """The name under which ``value`` is in :data:`PROVIDED`, else None."""
+    for name, fn in PROVIDED.items():
+        if value is fn:
+            return name
+    return None
+
+
 NOTHING_FORBIDDEN = Forbidden("")
 NOTHING_FORBIDDEN.ref_files = ()  # no watch at all (the in-place sweeps, which skip it for speed)
 
@@ -595,6 +633,21 @@ def _no_collection():
             gc.enable()
 
 
+def _importing(frame):
+    """True when ``frame`` runs as part of an import: a module's own code, or what it
+    calls while it loads. PyTorch imports modules lazily (the first optimizer built
+    imports ``torch._dynamo``, which registers ``torch._decomp``'s decompositions): that
+    registers an implementation, it runs none for the learner. Walked only on a hit."""
+    for _depth in range(400):
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        if name.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None, blocker=None):
     """Call ``fn(*args)`` under the time limit with warnings and output captured,
     recording the operations that run; never raises for what the function does.
@@ -616,7 +669,8 @@ def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None, blocker=None
     def profiler(frame, event, arg):
         if event == "call":
             code = frame.f_code
-            if code not in own and forbidden.ref_file_hit(code.co_filename) is not None:
+            if code not in own and forbidden.ref_file_hit(code.co_filename) is not None \
+                    and not _importing(frame):
                 hit = code.co_name
                 if code.co_filename.startswith(_TORCH_DIR):  # PyTorch's own Python implementation
                     where = os.path.splitext(code.co_filename[len(_TORCH_DIR):])[0].replace(os.sep, ".")

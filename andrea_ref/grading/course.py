@@ -111,8 +111,9 @@ def graded_cells(notebook: Path) -> list[dict]:
     """The graded test cells of a released or instructor notebook, in order.
 
     Each entry: ``grade_id``, ``points``, ``check`` (the ``andrea_ref.grading`` function
-    the cell calls) and ``property`` (the first line of that function's docstring, which
-    states the property it grades). The book's exercises page builds its table from this.
+    the cell calls), ``function`` (the learner's function it checks) and ``property`` (the
+    first line of that check's docstring, which states the property it grades). The book's
+    exercises page builds its table from this.
     """
     import json
     import re
@@ -125,7 +126,7 @@ def graded_cells(notebook: Path) -> list[dict]:
         if not meta.get("grade") or cell.get("cell_type") != "code":
             continue
         source = "".join(cell["source"])
-        found = re.search(r"grading\.(check_\w+)\(", source)
+        found = re.search(r"grading\.(check_\w+)\((\w+)", source)
         if found is None:
             raise ValueError(f"{notebook}: graded cell {meta['grade_id']!r} calls no grading.check_* function")
         check = getattr(grading, found.group(1))
@@ -133,6 +134,7 @@ def graded_cells(notebook: Path) -> list[dict]:
             "grade_id": meta["grade_id"],
             "points": meta.get("points", 0),
             "check": found.group(1),
+            "function": found.group(2),
             "property": (check.__doc__ or "").strip().splitlines()[0],
         })
     return cells

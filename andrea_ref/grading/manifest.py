@@ -13,8 +13,8 @@ Everything that lists the assignments reads them here: the release
 learner kit, the book's exercises page, the benchmarks and the tests. The manifest
 holds what only a person can decide (which assignments, their order, the chapter each
 practises); what a file already says is read from that file: the points are the
-nbgrader metadata of the solution notebook's graded cells, the function a learner
-writes is the ``def`` of its answer cell.
+nbgrader metadata of the solution notebook's graded cells, the functions a learner
+writes are the ``def`` of its answer cells.
 
 It lives in ``andrea_ref`` (not in the grader, ``classroom``) because the book's pages
 read it, and they import ``andrea_ref`` alone. A manifest that cannot be used is
@@ -102,19 +102,26 @@ class Assignment:
         metadata, the one place points are written."""
         return dict(graded(self.cells()))
 
-    def _answer(self) -> tuple[str, re.Match]:
+    def _answers(self) -> list[tuple[str, re.Match]]:
+        found = []
         for cell in self.cells():
             meta = cell.get("metadata", {}).get("nbgrader", {})
             if cell.get("cell_type") == "code" and meta.get("solution"):
-                found = _DEF.search("".join(cell["source"]))
-                if found:
-                    return meta["grade_id"], found
-        raise ManifestError(f"{FILE}: assignment {self.name!r}: expected an answer cell with a def in "
-                            f"solutions/{self.path}")
+                match = _DEF.search("".join(cell["source"]))
+                if match:
+                    found.append((meta["grade_id"], match))
+        if not found:
+            raise ManifestError(f"{FILE}: assignment {self.name!r}: expected an answer cell with a def in "
+                                f"solutions/{self.path}")
+        return found
 
     def answer_id(self) -> str:
-        """The nbgrader id of the answer cell, the one the learner writes in."""
-        return self._answer()[0]
+        """The nbgrader id of the (first) answer cell, the one the learner writes in first."""
+        return self._answers()[0][0]
+
+    def answer_ids(self) -> list[str]:
+        """The nbgrader ids of every answer cell, in the notebook's order."""
+        return [gid for gid, _match in self._answers()]
 
     def provided(self) -> list[str]:
         """The names the notebook's locked set-up cell imports from ``andrea_ref`` (its
@@ -136,10 +143,14 @@ class Assignment:
         po = self.root / "book" / "locales" / language / "LC_MESSAGES" / "book" / f"{self.chapter}.po"
         return read_catalog(po).get(title, title) if po.is_file() else title
 
+    def functions(self) -> list[tuple[str, str]]:
+        """(name, arguments) of every function the learner writes: the ``def`` of each answer
+        cell, in the notebook's order (the capstone has three)."""
+        return [(m.group(1), " ".join(m.group(2).split())) for _gid, m in self._answers()]
+
     def function(self) -> tuple[str, str]:
-        """(name, arguments) of the function the learner writes: the ``def`` of the answer cell."""
-        found = self._answer()[1]
-        return found.group(1), " ".join(found.group(2).split())
+        """(name, arguments) of the first function the learner writes."""
+        return self.functions()[0]
 
 
 class Course(tuple):

@@ -36,11 +36,14 @@ DEFAULT_OUT = CODE_ROOT / "_grading"  # a grading run's working and report folde
 CONFIG = "nbgrader_config.py"
 TOP_FILES = (CONFIG, MANIFEST_FILE)  # the course's files at its top: both decide a grade
 # what a run copies: (folder, glob); files below __pycache__ or .ipynb_checkpoints never
+# (andrea_ref: its code and the package data pyproject.toml ships with it: the catalogs, and
+# the corpus the capstone's training check reads)
 COPIED = (("solutions", "**/*"), ("exercises", "**/*"), ("andrea_ref", "**/*.py"), ("andrea_ref", "**/*.po"),
-          ("book/locales", "*/LC_MESSAGES/notebooks/*.po"))
-# what decides a grade, besides the configuration: {folder: file suffix}; the rest of
+          ("andrea_ref", "data/*"), ("book/locales", "*/LC_MESSAGES/notebooks/*.po"))
+# what decides a grade, besides the configuration: {folder: file suffixes}; the rest of
 # the copy only changes words
-FINGERPRINTED = {"solutions": ".ipynb", "exercises": ".ipynb", "andrea_ref": ".py", "classroom": ".py"}
+FINGERPRINTED = {"solutions": (".ipynb",), "exercises": (".ipynb",), "andrea_ref": (".py", ".txt"),
+                 "classroom": (".py",)}
 SKIPPED = ("__pycache__", ".ipynb_checkpoints")
 
 
@@ -70,8 +73,8 @@ def fingerprint(files: dict[str, bytes]) -> str:
     """A hash of everything in ``files`` that decides a grade (see the module docstring)."""
     h = hashlib.sha256()
     for name in sorted(files):
-        suffix = FINGERPRINTED.get(name.split("/", 1)[0])
-        if name in TOP_FILES or (suffix is not None and name.endswith(suffix)):
+        suffixes = FINGERPRINTED.get(name.split("/", 1)[0], ())
+        if name in TOP_FILES or name.endswith(suffixes):
             h.update(name.encode() + b"\0" + files[name] + b"\0")
     return h.hexdigest()
 

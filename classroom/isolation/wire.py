@@ -55,6 +55,12 @@ class WireError(Exception):
     """The other side broke the protocol (or went away)."""
 
 
+class Ref(str):
+    """The name of a function the receiving process provides itself
+    (``andrea_ref.grading._core.PROVIDED``): how a check hands the learner's function a
+    function (the reference model, to the capstone's ``train``). Code never travels."""
+
+
 # ----------------------------------------------------------------------------- values
 def dtype_name(dtype) -> str | None:
     return _NAMES.get(dtype)
@@ -74,7 +80,9 @@ def encode(value, blobs: list[bytes]):
         count += 1
         if depth > MAX_DEPTH or count > MAX_ITEMS:
             raise WireError("value too large or nested too deeply")
-        if v is None or isinstance(v, (bool, str, int)):
+        if isinstance(v, Ref):
+            into[at] = {"t": "ref", "v": str(v)[:200]}
+        elif v is None or isinstance(v, (bool, str, int)):
             into[at] = v
         elif isinstance(v, float):
             into[at] = v if math.isfinite(v) else {"t": "float", "v": repr(v)}
@@ -157,6 +165,11 @@ def _decode_node(d: dict, blobs: list[bytes], todo: list, depth: int):
         return float(text)
     if kind == "tensor":
         return _decode_tensor(d, blobs)
+    if kind == "ref":
+        name = d.get("v")
+        if not isinstance(name, str) or len(name) > 200:
+            raise WireError("bad function name")
+        return Ref(name)
     items = d.get("items")
     if not isinstance(items, list) or len(items) > MAX_ITEMS:
         raise WireError("bad container")

@@ -3,9 +3,10 @@ assignment from the instructor's notebook and its release.
 
 :func:`build_plan` reads the locked set-up cells, the answer (solution) cells, for
 every graded cell the ``grading.check_*(fn, seed=...)`` calls it makes, hidden ones
-included (parsed with ``ast``; a graded cell with any other statement is refused), and
-the notebook's rule against shortcuts (the checks' ``Forbidden``: its ATen words and
-``andrea_ref`` files; ``shortcut`` marks the graded cells it governs).
+included (parsed with ``ast``; a graded cell with any other statement is refused), the
+function each graded cell checks, and the rule against shortcuts its checks enforce
+(their ``Forbidden``: ATen words and ``andrea_ref`` files; ``shortcut`` marks the graded
+cells a rule governs).
 :func:`answer_runs` picks, from a submitted notebook, the code the learner wrote, as
 the notebook runs it: for each graded cell, in the notebook's order, the learner's
 cells since the previous one (the release's set-up cells run first, never the
@@ -17,10 +18,10 @@ from __future__ import annotations
 
 import ast
 import json
-import sys
 from pathlib import Path
 
 from andrea_ref import grading
+from andrea_ref.grading import _core
 
 from ..markers import cell_source as _source
 from ..markers import without_markers
@@ -58,14 +59,18 @@ def _graded_calls(source: str, where: str) -> tuple[str, list[tuple[str, dict]]]
 
 
 def build_plan(instructor_nb: dict, release_nb: dict, where: str = "notebook") -> dict:
-    """What the independent check needs to know about one notebook (JSON-able)."""
+    """What the independent check needs to know about one notebook (JSON-able).
+
+    Each graded cell names the function it checks (``function``: a notebook may have
+    several, as the capstone does) and the rule against shortcuts its checks enforce
+    (``forbidden``: ``andrea_ref.grading._core.rule_of``; ``shortcut`` says whether there
+    is one); ``functions`` lists the notebook's functions in the order they are checked."""
     release = {}
     for cell in release_nb["cells"]:
         gid = _nbgrader(cell).get("grade_id")
         if gid:
             release[gid] = cell
     setup, solutions, graded, unchanged, locked = [], {}, [], [], {}
-    function, forbidden = None, None
     for cell in instructor_nb["cells"]:
         meta = _nbgrader(cell)
         gid = meta.get("grade_id")
@@ -73,13 +78,11 @@ def build_plan(instructor_nb: dict, release_nb: dict, where: str = "notebook") -
             continue
         if meta.get("grade") and not meta.get("solution"):
             fn, calls = _graded_calls(_source(cell), f"{where}, cell {gid}")
-            if function not in (None, fn):
-                raise ValueError(f"{where}: graded cells check different functions ({function}, {fn})")
-            function = fn
-            rules = [_rule_of(check) for check, _ in calls]
+            rules = [r for r in (_rule_of(check) for check, _ in calls) if r is not None]
+            if any(r != rules[0] for r in rules):
+                raise ValueError(f"{where}, cell {gid}: its checks enforce different rules against shortcuts")
             graded.append({"grade_id": gid, "points": float(meta.get("points", 0)), "calls": calls,
-                           "shortcut": any(r is not None for r in rules)})
-            forbidden = forbidden or next((r for r in rules if r is not None), None)
+                           "function": fn, "forbidden": rules[0] if rules else {}, "shortcut": bool(rules)})
             locked[gid] = _source(release.get(gid, cell))
         elif meta.get("solution"):
             solutions[gid] = _source(release[gid]) if gid in release else ""
@@ -90,17 +93,16 @@ def build_plan(instructor_nb: dict, release_nb: dict, where: str = "notebook") -
         meta = _nbgrader(cell)
         if cell.get("cell_type") == "code" and not meta.get("locked") and not meta.get("solution"):
             unchanged.append(_source(cell))
-    if function is None:
+    if not graded:
         raise ValueError(f"{where}: no graded cell")
-    return {"function": function, "setup": setup, "solutions": solutions, "graded": graded,
-            "unchanged": unchanged, "locked": locked, "forbidden": forbidden or {}}
+    functions = list(dict.fromkeys(g["function"] for g in graded))
+    return {"functions": functions, "setup": setup, "solutions": solutions, "graded": graded,
+            "unchanged": unchanged, "locked": locked}
 
 
 def _rule_of(check: str) -> dict | None:
-    """The ``Forbidden`` of the module a check lives in, as data (None: no rule)."""
-    fn = getattr(grading, check)
-    module = sys.modules.get(getattr(getattr(fn, "__wrapped__", fn), "__module__", ""))
-    rule = getattr(module, "FORBIDDEN", None)
+    """The ``Forbidden`` a check enforces (its own, else its module's), as data (None: no rule)."""
+    rule = _core.rule_of(getattr(grading, check))
     if rule is None:
         return None
     return {"what": rule.what, "aten_words": list(rule.aten_words), "ref_files": rule.relative_ref_files()}

@@ -198,7 +198,8 @@ class RemoteFunction(_core.RemoteAnswer):
             self.over_budget = True
             return _core.Outcome(error=RemoteError("CellTimeout", "the cell ran out of time"))
         try:
-            header, values = self.exchange({"op": "call"}, {"args": list(args), "forbidden": spec,
+            sent = [wire.Ref(_core.provided_name(a)) if _core.provided_name(a) else a for a in args]
+            header, values = self.exchange({"op": "call"}, {"args": sent, "forbidden": spec,
                                                             "time_limit": self.call_limit},
                                            timeout=wait if budget is None else min(wait, budget))
         except TimeoutError:

@@ -114,6 +114,7 @@ class _Server:
         self.plan, self.host, self.verdict = plan, host, verdict
         self.cell_timeout, self.call_limit, self.deadline = cell_timeout, call_limit, deadline
         self.proxy: RemoteFunction | None = None
+        self.bound: str | None = None  # the function the proxy serves
         self.dead: str | None = None  # why no later cell can be checked either
         self.ran: list[str] = list(plan["setup"])
         self.pending: list[str] = list(plan["setup"])
@@ -122,16 +123,19 @@ class _Server:
     def left(self, cap: float) -> float:
         return max(1.0, min(cap, self.deadline - time.monotonic()))
 
-    def function(self, new_cells: list[str]) -> RemoteFunction | str:
-        """The graded function after ``new_cells`` ran, or why there is none."""
+    def function(self, name: str, new_cells: list[str]) -> RemoteFunction | str:
+        """The function ``name`` as the cells so far, ``new_cells`` last, left it, or why
+        there is none."""
         self.ran += new_cells
         self.pending += new_cells
         if self.dead:
             return self.dead
         if self.proxy is not None and (self.proxy.lost or self.proxy.timed_out):
-            if not new_cells:
+            if not new_cells and name == self.bound:
                 return self.proxy  # its calls fail as they did (time-out, stopped process)
-            self.close()  # a new definition below: a fresh server runs everything so far
+            # a new definition below, or another function (in a notebook, one function
+            # running out of time does not stop the next): a fresh server runs everything so far
+            self.close()
         try:
             if self.proxy is None:
                 channel = Channel(self.host.open())
@@ -152,7 +156,8 @@ class _Server:
                                      "endless loop at the top level?).")
                 errors = [e for e in header.get("errors", []) if isinstance(e, dict)]
                 self.verdict.answer_errors = (self.verdict.answer_errors + errors)[:20]
-            header, _ = self.proxy.exchange({"op": "bind", "name": self.plan["function"]}, timeout=30)
+            header, _ = self.proxy.exchange({"op": "bind", "name": name}, timeout=30)
+            self.bound = name
         except (wire.WireError, TimeoutError, OSError) as exc:
             self.host.reset()
             self.verdict.problem = self.verdict.problem or "answer stopped"
@@ -161,7 +166,7 @@ class _Server:
                                  "at a limit) before the checks could run.")
             return self._die(f"The process running the answer stopped before the checks could run ({exc}).")
         if not header.get("found"):
-            return (f"`{self.plan['function']}` is not defined: the answer cell did not define it (or raised an "
+            return (f"`{name}` is not defined: the answer cell did not define it (or raised an "
                     "error before it did).")
         return self.proxy
 
@@ -181,6 +186,7 @@ class _Server:
                 self.verdict.problem = self.verdict.problem or "answer stopped"
             self.proxy.sock.close()
             self.proxy = None
+            self.bound = None
 
 
 def check_notebook(plan: dict, nb: dict, host: AnswerServers, *, cell_timeout: float = 60.0,
@@ -197,7 +203,7 @@ def check_notebook(plan: dict, nb: dict, host: AnswerServers, *, cell_timeout: f
     call_limit = call_limit or _core.CALL_TIME_LIMIT
     deadline = deadline if deadline is not None else t0 + 600.0
     runs = answer_runs(plan, nb)
-    found = analyse(plan, [cells for _, cells in runs])
+    found = analyse(plan, runs)
     verdict = NotebookVerdict(cells={}, untouched=untouched(plan, nb), locked_changes=locked_changes(plan, nb),
                               probes=[f.text() for f in found.notes][:20], accepted=accepted)
     graded = {g["grade_id"]: g for g in plan["graded"]}
@@ -211,7 +217,7 @@ def check_notebook(plan: dict, nb: dict, host: AnswerServers, *, cell_timeout: f
                                                      "Not checked: the grading deadline was reached.")
                     verdict.problem = verdict.problem or "timed out"
                     continue
-                proxy = server.function([src for _, src in new])
+                proxy = server.function(g["function"], [src for _, src in new])
                 if isinstance(proxy, str):
                     verdict.cells[gid] = CellVerdict(gid, g["points"], False, proxy)
                     continue
@@ -242,11 +248,11 @@ def check_notebook(plan: dict, nb: dict, host: AnswerServers, *, cell_timeout: f
 def _apply_rules(plan: dict, verdict: NotebookVerdict, runs, found) -> None:
     """What the rules decided on the source make of each checked cell."""
     graded = {g["grade_id"]: g for g in plan["graded"]}
-    rule_text = gettext(plan.get("forbidden", {}).get("what") or "")
     for k, (gid, _cells) in enumerate(runs):
         cv = verdict.cells.get(gid)
         if cv is None or cv.fault or not graded[gid].get("shortcut", True):
             continue
+        rule_text = gettext((graded[gid].get("forbidden") or {}).get("what") or "")
         hits = found.shortcuts.get(k) or []
         if hits:
             verdict.shortcuts[gid] = [f.text() for f in hits][:10]
@@ -257,7 +263,7 @@ def _apply_rules(plan: dict, verdict: NotebookVerdict, runs, found) -> None:
             text = _("`{name}` reaches {what} ({where}); {rule} The checks read your code: a library "
                            "version reached from your function earns none of the points this rule governs, "
                            "whatever name it is called by. Comparing with it in a test cell of your own is fine."
-                           ).format(name=plan["function"], what=hits[0].what.split(",")[0], where=where,
+                           ).format(name=graded[gid]["function"], what=hits[0].what.split(",")[0], where=where,
                                     rule=rule_text)
         elif verdict.review:
             cv.rule = ACCEPTED if verdict.accepted else HELD

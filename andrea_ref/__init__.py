@@ -9,7 +9,7 @@ One concept per file:
 ``mlp``                   mlp, MLP (x W1 + b1 -> GELU -> W2 + b2)
 ``attention``             causal_self_attention, CausalSelfAttention
 ``block``                 block, Block (pre-norm, two residuals)
-``model``                 model_forward, AndreaModel
+``model``                 model_forward, AndreaModel; forward_from_params, init_params (the capstone's)
 ``params``                count_parameters
 ``corpus``                Tiny Shakespeare as character ids, its split, batches, unigram entropy
 ``train``                 train_model, TrainConfig: a seeded, single-threaded training run

@@ -4,7 +4,7 @@ A temporary course is made from the repository; one learner hands in every noteb
 the course (``course.toml``), finished (the instructor's solutions in the released
 notebooks); then ``nbgrader autograde "*" --student learner --force`` is timed, end to
 end (nbgrader start, one kernel per notebook, every check), several times. Prints the
-median. Target: < 15 s for the course's four notebooks.
+median. Target: < 15 s for the course's notebooks.
 
     .venv/bin/python bench/bench_autograde.py [--runs 3]
 """

@@ -1,7 +1,7 @@
 """Feedback pages: what typesetting their math when they are built costs, per page.
 
 A class (the learners of bench_grade_parallel.py's mix: correct answers, classic
-mistakes, untouched exercises; 8 learners x 4 notebooks by default) is graded once with
+mistakes, untouched exercises; 8 learners x the course's notebooks by default) is graded once with
 ``python -m classroom.grade``; each submission's record says, per page, how many
 formulas MathJax typeset (in one Node process per grading worker, serving page after
 page), its wall time and Node's CPU time for that page (the first page of a worker
@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 from bench_grade_parallel import class_of  # noqa: E402
+from grading_submissions import ASSIGNMENTS  # noqa: E402
 
 
 def main() -> int:
@@ -55,7 +56,7 @@ def main() -> int:
             return 1
         sizes = [p.stat().st_size for p in (tmp / "out" / "feedback").glob("*/*/*.html")]
         chapters = sorted((tmp / "out" / "chapters").glob("*/*.html"))
-        print(f"{a.learners} learners x 4 notebooks graded in {wall:.1f} s; {len(pages)} feedback pages")
+        print(f"{a.learners} learners x {len(ASSIGNMENTS)} notebooks graded in {wall:.1f} s; {len(pages)} feedback pages")
         print(f"math per page: median {statistics.median(p['math'] for p in pages):.0f} formulas")
         print(f"typesetting per page (MathJax in one Node per worker): median "
               f"{statistics.median(p['math_seconds'] for p in pages):.2f} s wall, "

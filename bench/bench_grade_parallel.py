@@ -1,7 +1,8 @@
 """Grading a class: plain sequential nbgrader against the sandboxed parallel grader.
 
-20 learners x 4 notebooks (80 notebooks; a mix of correct answers, classic mistakes
-and untouched exercises) are graded twice, in the same run:
+20 learners x every notebook of the course (``course.toml``: 100 notebooks with the capstone;
+a mix of correct answers, classic mistakes and untouched exercises) are graded twice, in
+the same run:
 
 1. ``nbgrader autograde "*"`` in a throw-away course (one kernel per notebook, one
    notebook after the other, no sandbox);
@@ -13,7 +14,7 @@ notebook (user + system CPU time of every process the run started, start-up
 included: the bench makes itself the reaper of orphaned processes, so the sandboxes'
 processes are counted too), and where the grader's time and CPU went, stage by
 stage; it checks that both gave the same grades, and exits 1 if they differ. Then
-it times ``classroom.grade`` on one learner's four notebooks alone (the assignments'
+it times ``classroom.grade`` on one learner's notebooks alone (the assignments'
 template and the course gradebook reused, as on any run after the first): the time
 an instructor waits for one late submission, sandbox, independent check and
 feedback included (``--no-one`` skips it).
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from grading_submissions import ASSIGNMENTS, CASES, make_submission  # noqa: E402
+from grading_submissions import ASSIGNMENTS, CAPSTONE, CASES, make_submission  # noqa: E402
 
 from andrea_ref.grading.course import make_course, run_nbgrader  # noqa: E402
 from andrea_ref.grading.course import scores as course_scores  # noqa: E402
@@ -48,7 +49,7 @@ from classroom.reporting import merge  # noqa: E402
 def class_of(n_learners: int, dest: Path) -> None:
     """Learner k hands in, for each notebook, the k-th answer of that notebook's list
     (cycling), skipping the deliberately endless or damaged ones."""
-    per_assignment = {a: [c for c in CASES if c.assignment == a and c.damage is None
+    per_assignment = {a: [c for c in CASES + CAPSTONE if c.assignment == a and c.damage is None
                           and "while True" not in (c.source or "")] for a in ASSIGNMENTS}
     for k in range(n_learners):
         student = f"learner{k:02d}"

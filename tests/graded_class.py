@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grading_submissions import ASSIGNMENTS, CASES, make_submission
+from grading_submissions import ASSIGNMENTS, CAPSTONE, CASES, make_submission
 from honest import HABITS, NOTEBOOKS
 
 from classroom import notebook_i18n, orchestration
@@ -23,8 +23,9 @@ from classroom.isolation import bwrap as sandbox
 ROOT = Path(__file__).resolve().parent.parent
 LANGS = ("en", "de", "ka")
 # the answers handed in in every language: a right one and one classic mistake per notebook
-PICK = ["ln_solution", "ln_unbiased", "ln_eps_outside", "gelu_erf", "mlp_transposed", "block_post_norm"]
-BY_NAME = {c.student: c for c in CASES}
+PICK = ["ln_solution", "ln_unbiased", "ln_eps_outside", "gelu_erf", "mlp_transposed", "block_post_norm",
+        "capstone_solution", "capstone_sample_times_t"]
+BY_NAME = {c.student: c for c in CASES + CAPSTONE}
 TRANSLATED_CASES = [BY_NAME[name] for name in PICK]
 
 

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # assignment: (notebook file, function name, solution cell id, {grade_id: points}), from
 # the course manifest and the solution notebooks' nbgrader metadata
 ASSIGNMENTS = {a.name: (a.filename, a.function()[0], a.answer_id(), a.points()) for a in load()}
+# every answer cell of each notebook (the capstone has three)
+ANSWER_CELLS = {a.name: a.answer_ids() for a in load()}
 ALL = "all"  # every graded cell of the notebook is lost
 
 
@@ -34,6 +36,7 @@ class Case:
     lost: set | str = field(default_factory=set)
     feedback: str | None = None  # a phrase the feedback HTML must contain
     damage: str | None = None  # key of DAMAGE
+    cell: str | None = None  # the answer cell ``source`` replaces (default: the first); the others hold the solution
 
     def lost_cells(self) -> set:
         cells = ASSIGNMENTS[self.assignment][3]
@@ -357,6 +360,21 @@ BLOCK = [
 CASES = LAYERNORM + GELU + MLP + BLOCK
 
 
+def _capstone_cases() -> list[Case]:
+    """The capstone's answers (tests/catalogue/capstone.py) as cases: the solution, the
+    untouched notebook and every classic mistake, each replacing one of its three cells."""
+    from catalogue import capstone as K
+    cases = [Case(K.NB, "capstone_solution", None), Case(K.NB, "capstone_untouched", "", ALL)]
+    cases += [Case(K.NB, f"capstone_{e.name}", e.source, set(e.lost_cells),
+                   e.likely if isinstance(e.likely, str) else None, cell=e.cell) for e in K.MISTAKES]
+    return cases
+
+
+# not in CASES: the tests that call one function per notebook read CASES; the capstone's
+# answers live in the catalogue (tests/catalogue/capstone.py), and the class benchmark reads both
+CAPSTONE = _capstone_cases()
+
+
 # --------------------------------------------------------------------------- building
 def solution_source(solution_nb: dict, cell_id: str) -> str:
     """The instructor's solution with the BEGIN/END SOLUTION marker lines removed."""
@@ -410,11 +428,11 @@ DAMAGE = {
 def make_submission(case: Case, released_nb: dict, solution_nb: dict) -> str:
     """The text of the notebook ``case.student`` hands in."""
     nb = copy.deepcopy(released_nb)
-    _, _, cell_id, _ = ASSIGNMENTS[case.assignment]
-    if case.source is None:
-        _cell(nb, cell_id)["source"] = solution_source(solution_nb, cell_id)
-    elif case.source:
-        _cell(nb, cell_id)["source"] = case.source
+    target = case.cell or ASSIGNMENTS[case.assignment][2]
+    if case.source != "":  # "" hands in the exercise untouched
+        for cell_id in ANSWER_CELLS[case.assignment]:
+            given = case.source if case.source is not None and cell_id == target else None
+            _cell(nb, cell_id)["source"] = solution_source(solution_nb, cell_id) if given is None else given
     if case.damage and DAMAGE[case.damage] is not None:
         nb = DAMAGE[case.damage](nb, case)
     text = json.dumps(nb, indent=1)

@@ -220,12 +220,12 @@ def test_the_commands_refuse_a_bad_manifest_in_one_line_before_any_work(tmp_path
     assert proc.returncode == 0 and [r.split("\t")[0] for r in proc.stdout.splitlines()] == COURSE.names
 
 
-# ----------------------------------------------------------------------------- a fifth assignment
+# ----------------------------------------------------------------------------- one more assignment
 # What a copy of the course needs to release, grade and build a kit: the course, its packages
 # and the commands (the book's pages the manifest names; a stand-in for the built book).
 COPIED = ("course.toml", "nbgrader_config.py", "pyproject.toml", "setup.py", "MANIFEST.in", "solutions",
           "exercises", "andrea_ref", "andrea_lab", "classroom", "scripts", "lab", "cuda", "book/locales")
-NEW, NOTEBOOK = "05_gelu_again", "gelu_again"
+NEW, NOTEBOOK = f"{len(COURSE) + 1:02d}_gelu_again", "gelu_again"
 
 
 def _copy_of_the_course(dest: Path) -> Path:
@@ -270,7 +270,7 @@ def _run(course: Path, *cmd: str, timeout=900) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_a_fifth_assignment_is_added_through_the_manifest_alone(tmp_path):
+def test_one_more_assignment_is_added_through_the_manifest_alone(tmp_path):
     import grading_submissions as S
 
     course = _copy_of_the_course(tmp_path / "course")
@@ -318,4 +318,4 @@ def test_a_fifth_assignment_is_added_through_the_manifest_alone(tmp_path):
     kit_de = json.loads((tmp_path / "kit" / "notebooks-de" / new.path).read_text(encoding="utf-8"))
     assert "| 5 |" in "".join("".join(c["source"]) for c in kit_de["cells"] if c["cell_type"] == "markdown")
     readme = (tmp_path / "kit" / "README.md").read_text(encoding="utf-8")
-    assert f"`{load()[-1].name}`, `{NEW}`" in readme and "The course's 5 graded notebooks" in readme
+    assert f"`{load()[-1].name}`, `{NEW}`" in readme and f"The course's {len(COURSE) + 1} graded notebooks" in readme

@@ -17,6 +17,9 @@ from . import _core
 from ._core import ERROR_NAME, GradingError, failure_lines
 from .block import (check_block_norms, check_block_residual, check_block_shape,
                     check_block_values, report_block)
+from .capstone import (check_sample_distribution, check_sample_greedy, check_sample_seed,
+                       check_tiny_shape, check_tiny_values, check_train_learns, check_train_loss,
+                       check_train_update, report_andrea_tiny, report_sample_next, report_train)
 from .gelu import check_gelu_extremes, check_gelu_shape, check_gelu_values, report_gelu
 from .layernorm import (check_layer_norm_affine, check_layer_norm_eps, check_layer_norm_normalises,
                         check_layer_norm_shape, report_layer_norm)
@@ -30,4 +33,7 @@ __all__ = [
     "check_mlp_shape", "check_mlp_layout", "check_mlp_activation", "check_mlp_bias", "report_mlp",
     "check_block_shape", "check_block_residual", "check_block_norms", "check_block_values",
     "report_block",
+    "check_tiny_shape", "check_tiny_values", "report_andrea_tiny",
+    "check_train_loss", "check_train_update", "check_train_learns", "report_train",
+    "check_sample_greedy", "check_sample_distribution", "check_sample_seed", "report_sample_next",
 ]

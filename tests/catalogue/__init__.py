@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from andrea_ref.grading.course import graded_cells
 from andrea_ref.grading.manifest import load
 
 # grade ids in notebook order (the first lost one carries the diagnosis unless ``primary``)
 CELLS = {a.name: tuple(a.points()) for a in load()}  # the course manifest and nbgrader's metadata
-FUNCTION = {a.name: a.function()[0] for a in load()}
+FUNCTION = {a.name: a.function()[0] for a in load()}  # the function of a notebook's first answer cell
+# {notebook: {graded cell: the function it checks}} (the capstone checks three)
+CHECKED = {a.name: {c["grade_id"]: c["function"] for c in graded_cells(a.solution)} for a in load()}
 ALL = "all"
 
 
@@ -32,6 +35,7 @@ class Entry:
     likely: str | dict | None = None
     primary: str | None = None  # the lost cell whose message must name it (default: the first lost)
     note: str = field(default="", repr=False)  # why these cells, where it is not obvious
+    cell: str | None = None  # the answer cell ``source`` replaces (default: the notebook's first)
 
     @property
     def lost_cells(self) -> frozenset:
@@ -61,9 +65,9 @@ class Entry:
 
 
 def entries():
-    from . import block, gelu, layernorm, mlp
+    from . import block, capstone, gelu, layernorm, mlp
     out = []
-    for module in (layernorm, gelu, mlp, block):
+    for module in (layernorm, gelu, mlp, block, capstone):
         out += module.MISTAKES + module.CORRECT
     names = [e.name for e in out]
     assert len(names) == len(set(names)), "catalogue names must be unique"

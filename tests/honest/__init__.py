@@ -5,7 +5,9 @@ Each habit is a notebook a learner would hand in: the released notebook with a c
 answer, written or surrounded the way some learners do (magics, IPython display, a
 pasted image, helper and test cells, a fix below a graded cell, cells run out of
 order, seeds, numpy, classes, type hints, ``typing.TypeVar``, namedtuple, dataclasses,
-enum, functools, warnings filters, decorators, unicode names, an old nbformat ...).
+enum, functools, warnings filters, decorators, unicode names, an old nbformat, a thread
+count set in ``os.environ``, ``%config InlineBackend``, ``%%writefile`` notes, a look at
+the learner's own names and objects ...).
 ``tests/test_honest_habits.py`` grades them all through the real grader: every one
 must get full points, in the kernel and in the independent check, and no tampering,
 probe, shortcut or review line.
@@ -46,6 +48,18 @@ BLOCK = textwrap.dedent("""\
                        p["mlp.w2"], p["mlp.b2"])
     """)
 ANSWER = {"02_layernorm": LAYER_NORM, "03_gelu": GELU, "04_mlp": MLP, "01_block": BLOCK}
+
+
+def _capstone_answers() -> dict:
+    """The capstone's three answer cells, written as a learner would (the catalogue's)."""
+    from catalogue import capstone
+    return {fn: capstone.solution(fn) for fn in capstone.FUNCTIONS}
+
+
+# a notebook with several answer cells: {answer cell: source}
+ANSWER["05_capstone"] = _capstone_answers()
+# what a learner pastes into the capstone's cell for their own pieces: exercises 1 to 4
+OWN_PIECES = "\n\n".join((LAYER_NORM, GELU, MLP, BLOCK))
 # a 1x1 PNG, as a pasted image is stored (a cell attachment)
 PIXEL = base64.b64encode(bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -64,16 +78,26 @@ def _md(source: str, **extra) -> dict:
     return {"cell_type": "markdown", "metadata": {}, "source": source, **extra}
 
 
+def _cell_source(nb: dict, cell_id: str) -> str:
+    source = next(c for c in nb["cells"] if c.get("id") == cell_id)["source"]
+    return "".join(source) if isinstance(source, list) else source
+
+
+def _set_cell(nb: dict, cell_id: str, source: str) -> None:
+    next(c for c in nb["cells"] if c.get("id") == cell_id)["source"] = source
+
+
 def _index(nb: dict, grade_id: str) -> int:
-    return next(i for i, c in enumerate(nb["cells"])
-                if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    """The cell whose nbgrader grade id is ``grade_id``, else the cell of that id."""
+    found = [i for i, c in enumerate(nb["cells"]) if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id]
+    return found[0] if found else next(i for i, c in enumerate(nb["cells"]) if c.get("id") == grade_id)
 
 
 @dataclass
 class Habit:
     name: str
     assignment: str
-    answer: str | None = None  # the answer cell (default: a correct one)
+    answer: str | dict | None = None  # the answer cell (default: a correct one); {cell: source} for several
     before: tuple = ()  # cells (source, or a cell dict) put just above the answer cell
     after: tuple = ()  # cells put just below it
     below: dict | None = None  # {grade id: [cells]} put just below that graded cell
@@ -82,8 +106,15 @@ class Habit:
     def notebook(self) -> dict:
         nb = copy.deepcopy(released(self.assignment))
         fn = NOTEBOOKS[self.assignment][1]
+        given = ANSWER[self.assignment]
+        answers = dict(given) if isinstance(given, dict) else {fn: given}
+        if isinstance(self.answer, dict):
+            answers.update(self.answer)
+        elif self.answer is not None:
+            answers[fn] = self.answer
+        for cell_id, source in answers.items():
+            nb["cells"][_index(nb, cell_id)]["source"] = source
         at = _index(nb, fn)
-        nb["cells"][at]["source"] = self.answer if self.answer is not None else ANSWER[self.assignment]
         cells = lambda xs: [x if isinstance(x, dict) else _code(x) for x in xs]  # noqa: E731
         nb["cells"][at + 1:at + 1] = cells(self.after)
         nb["cells"][at:at] = cells(self.before)
@@ -276,4 +307,34 @@ HABITS = [
           "    return F.linear(gelu(F.linear(x, w1.T, b1)), w2.T, b2)\n"),
     Habit("mlp_helpers_and_lambda", "04_mlp", answer="affine = lambda t, w, b: t @ w + b\n\n\n"
           "def mlp(x, w1, b1, w2, b2):\n    return affine(gelu(affine(x, w1, b1)), w2, b2)\n"),
+    # habits once held for review (book/guide_threat_model.md says why they are harmless)
+    Habit("thread_count_environment", "03_gelu", before=[
+        "import os\nos.environ['OMP_NUM_THREADS'] = '1'\nos.environ.setdefault('MKL_NUM_THREADS', '1')\n"]),
+    Habit("retina_figures_and_notes", "03_gelu", before=["%config InlineBackend.figure_format = 'retina'\n"],
+          after=["%%writefile notes.txt\nGELU, tanh form: checked against F.gelu in my own test.\n"]),
+    Habit("own_names", "03_gelu", after=["print('gelu' in globals(), gelu.__module__, gelu.__name__)\n"]),
+    # the capstone: its own invitations and the habits of a longer notebook
+    Habit("capstone_own_pieces", "05_capstone", change=lambda nb: _set_cell(nb, "pieces", OWN_PIECES)),
+    Habit("capstone_demo_changed", "05_capstone", change=lambda nb: _set_cell(
+        nb, "at_work", _cell_source(nb, "at_work").replace("steps, temperature = 300, 0.8",
+                                                           "steps, temperature = 60, 0.5"))),
+    Habit("capstone_torch_optim_and_a_plot", "05_capstone", answer={"train": (
+        "def train(forward, params, batches, lr, n_head):\n"
+        "    opt = torch.optim.SGD([p.requires_grad_() for p in params.values()], lr=lr)\n"
+        "    losses = []\n"
+        "    for batch in batches:\n"
+        "        opt.zero_grad()\n"
+        "        logits = forward(batch[:, :-1], params, n_head)\n"
+        "        loss = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten())\n"
+        "        loss.backward()\n"
+        "        opt.step()\n"
+        "        losses.append(loss.item())\n"
+        "    return torch.tensor(losses)\n")},
+        below={"train_check": ["import matplotlib.pyplot as plt\nplt.plot(losses)\nplt.ylabel('loss')\nplt.show()\n"]}),
+    Habit("capstone_sampler_fixed_below", "05_capstone",
+          answer={"sample_next": "def sample_next(logits, temperature, seed):\n    return logits.argmax(dim=-1)\n"},
+          below={"sample_check": [ANSWER["05_capstone"]["sample_next"]]}),
+    Habit("own_object_dict", "03_gelu", after=[
+        "class Settings:\n    def __init__(self):\n        self.coeff = 0.044715\n\n\n"
+        "s = Settings()\nprint(s.__dict__, getattr(s, '__dict__'))\n"]),
 ]

@@ -1,0 +1,173 @@
+"""The capstone notebook (05_capstone) as its properties say. Its answers -- classic
+mistakes, other correct ways -- are judged with every other notebook's in the catalogue
+(tests/catalogue/capstone.py, tests/test_grading_catalogue.py); here: the notebook, the
+manifest and the checks agree, the instructor's answer gets every point, the bounds
+the checks state hold with room, and the real grader, where the points come from the
+independent check and the rules from the answer's source, agrees cell by cell --
+forbidden shortcuts included, and a function that runs out of time costing only its
+own cells."""
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import math
+import re
+
+import pytest
+
+from andrea_ref import grading
+from andrea_ref.grading import capstone as K
+from andrea_ref.grading.manifest import load
+from catalogue import capstone as A
+from classroom import orchestration
+from classroom.isolation import bwrap as sandbox
+
+SEEDS = (0, 20261130)  # the notebook's visible and hidden seeds
+CELLS = [c for cells in A.CELLS.values() for c in cells]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """The checks on one thread, as in a grading sandbox (OMP_NUM_THREADS=1)."""
+    import torch
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def functions(entry=None) -> dict:
+    """The three functions as the notebook defines them, ``entry``'s cell replaced."""
+    ns: dict = {}
+    exec(compile(A.setup_source(), "<setup>", "exec"), ns)
+    for fn in A.FUNCTIONS:
+        source = entry.source if entry is not None and entry.cell == fn else A.solution(fn)
+        exec(compile(source, f"<{fn}>", "exec"), ns)
+    return {fn: ns[fn] for fn in A.FUNCTIONS}
+
+
+def test_the_notebook_and_the_checks_agree():
+    """The manifest reads the three functions and eight graded cells, each checking the
+    function the catalogue says; every check states its property."""
+    a = load()[A.NB]
+    assert [name for name, _args in a.functions()] == list(A.FUNCTIONS)
+    assert list(a.points()) == CELLS and sum(a.points().values()) == 10
+    stated = tuple(check.__doc__.strip().splitlines()[0] for _label, check in K.CHECKS)
+    assert stated == K.PROPERTIES
+
+
+def test_the_instructors_answer_gets_every_point():
+    fns = functions()
+    for fn, cells in A.CELLS.items():
+        for cell in cells:
+            for seed in SEEDS:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    getattr(grading, f"check_{cell}")(fns[fn], seed=seed)
+
+
+def test_the_training_bound_holds_with_room_for_every_seed():
+    """The reference loop ends well below the bound on every seed tried; the untrained
+    model and one trained at a tenth of the rate stay above it."""
+    train = functions()["train"]
+    finals = []
+    for seed in range(6):
+        params, batches, baseline, val = K.learning_task(seed)
+        train(K.FORWARD, params, batches, K.LEARN_LR, 4)
+        finals.append(K.validation_loss(params, val))
+    bound = baseline - K.LEARN_MARGIN
+    assert max(finals) < bound - 0.1, (finals, bound)
+    params, batches, baseline, val = K.learning_task(0)
+    assert K.validation_loss(params, val) > bound + 0.5
+    train(K.FORWARD, params, batches, K.LEARN_LR / 10, 4)
+    assert K.validation_loss(params, val) > bound
+
+
+def test_the_sampling_bound_is_what_the_checks_promise():
+    """Hoeffding's bound over every token, temperature and call stays below 1e-9."""
+    n, eps = K.SAMPLE_ROWS, K.SAMPLE_BOUND
+    calls = len(K.TEMPERATURES) * len(SEEDS)
+    assert 2 * math.exp(-2 * n * eps ** 2) * len(K._LOGIT_VALUES) * calls < 1e-9
+
+
+def test_a_lazy_import_inside_the_learners_call_is_no_shortcut():
+    """The first torch.optim optimizer a process builds imports PyTorch's compiler, which
+    registers torch._decomp's decompositions: code of a forbidden folder that runs for the
+    import, not for the learner. In a fresh process an honest torch.optim.SGD passes."""
+    import subprocess
+    import sys
+    code = (
+        "import io, contextlib, sys, torch\n"
+        "torch.set_num_threads(1)\n"
+        "from catalogue import capstone as A\n"
+        "assert 'torch._dynamo' not in sys.modules\n"
+        "ns = {}\n"
+        "exec(A.setup_source(), ns)\n"
+        "exec(next(e for e in A.CORRECT if e.name == 'train_torch_sgd').source, ns)\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    ns['grading'].check_train_update(ns['train'])\n"
+        "assert 'torch._dynamo' in sys.modules\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=str(A.ROOT / "tests"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ the real grader
+BY_NAME = {e.name: e for e in (*A.MISTAKES, *A.CORRECT, *A.SHORTCUTS)}
+ENDLESS = A.Answer("train_endless", "train", "def train(forward, params, batches, lr, n_head):\n    while True:\n"
+                   "        pass\n", A.TRAIN_ALL, note="one function out of time does not stop the next one's cells")
+GRADED = [BY_NAME[n] for n in ("tiny_no_position", "tiny_in_place", "train_no_clear", "train_returns_list",
+                               "sample_times_t", "sample_keepdim", "train_parameters_wrapped",
+                               "sample_manual_seed")] + [ENDLESS, *A.SHORTCUTS]
+HELD = {"train_checks_own_reference"}  # it reaches the grading package's internals: held whole
+
+
+def _submission(entry) -> str:
+    nb = json.loads(A.RELEASE.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell.get("id") in A.FUNCTIONS:
+            fn = cell["id"]
+            cell["source"] = entry.source if entry is not None and entry.cell == fn else A.solution(fn)
+    return json.dumps(nb)
+
+
+@pytest.fixture(scope="module")
+def graded_capstone(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("capstone")
+    subs = tmp / "subs"
+    for entry in [None, *GRADED]:
+        path = subs / (entry.name if entry else "right") / A.NB / "capstone.ipynb"
+        path.parent.mkdir(parents=True)
+        path.write_text(_submission(entry), encoding="utf-8")
+    orchestration.run(subs, workers=2, db_url=f"sqlite:///{tmp / 'course.db'}", out=tmp / "out",
+                      timeout=120, deadline=300, limits=sandbox.Limits(memory=3 << 30, cpu_seconds=300),
+                      progress=False, log=lambda *_: None)
+    with open(tmp / "out" / "report.csv", newline="", encoding="utf-8") as f:
+        rows = {r["student"]: r for r in csv.DictReader(f) if r["assignment"] == A.NB}
+    return rows, (tmp / "out" / "report.txt").read_text(encoding="utf-8")
+
+
+def test_the_real_grader_gives_the_right_answer_every_point(graded_capstone):
+    rows, _report = graded_capstone
+    assert (float(rows["right"]["score"]), rows["right"]["status"]) == (10.0, "graded"), rows["right"]
+
+
+@pytest.mark.parametrize("entry", GRADED, ids=lambda e: e.name)
+def test_the_real_grader_agrees_cell_by_cell(graded_capstone, entry):
+    rows, report = graded_capstone
+    row = rows[entry.name]
+    lost = {c for c in CELLS if float(row[c] or 0) == 0.0}
+    assert lost == (set(CELLS) if entry.name in HELD else set(entry.lost_cells)), row
+    assert "tampering" not in row["status"], row
+    found = re.search(rf"^  {entry.name}/{A.NB}/.*?(?=^  \S|\Z)", report, re.M | re.S)
+    mine = found.group(0) if found else ""
+    if entry.name in HELD:
+        assert row["status"] == "held for review" and "HELD FOR REVIEW" in mine, (row, mine)
+    elif entry in A.SHORTCUTS:
+        assert all(f"SHORTCUT: cell {c}" in mine for c in entry.lost_cells), mine
+    elif entry is ENDLESS:  # its cells stopped at the time limit: said so, and the sampler's points kept
+        assert row["status"] == "timed out" and float(row["score"]) == 7.0, row
+    else:
+        assert row["status"] == "graded", row

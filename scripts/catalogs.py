@@ -123,14 +123,49 @@ def extract() -> None:
           f"grading.pot ({n_grading}) and figures.pot ({n_figures}) in {PACKAGE_POT_DIR.relative_to(ROOT)}")
 
 
+# The gettext builder's template of the book's own HTML templates (a few words of ours):
+# merged into each edition's sphinx.po without dropping anything, because that catalog also
+# holds, by hand, the themes' interface words no template of ours extracts.
+THEME_POT = "sphinx.pot"
+
+
 def update() -> None:
     intl = Path(sys.executable).with_name("sphinx-intl")
+    theme = POT_DIR / THEME_POT
+    theme_text = theme.read_bytes() if theme.is_file() else None
+    theme.unlink(missing_ok=True)  # sphinx-intl would drop every message it does not list
     for pots, locales in ((POT_DIR, ROOT / "book" / "locales"),
                           (PACKAGE_POT_DIR, ROOT / "andrea_ref" / "locales")):
         cmd = [str(intl), "update", "-p", str(pots), "-d", str(locales), "-w", "0"]
         for lang in TRANSLATED:
             cmd += ["-l", lang]
         subprocess.run(cmd, check=True)
+    if theme_text is not None:
+        theme.write_bytes(theme_text)
+        for lang in TRANSLATED:
+            added = add_missing(theme, ROOT / "book" / "locales" / lang / "LC_MESSAGES" / "sphinx.po")
+            print(f"[catalogs] {lang}/sphinx.po: {added} new message(s) of the book's templates; "
+                  "the themes' words kept")
+
+
+def add_missing(pot: Path, po: Path) -> int:
+    """Add to the catalog ``po`` every message of ``pot`` it lacks (untranslated), keeping
+    all it has; returns how many were added."""
+    import io
+
+    from babel.messages.pofile import read_po, write_po
+    with pot.open("rb") as f:
+        template = read_po(f)
+    with po.open("rb") as f:
+        catalog = read_po(f)
+    new = [m for m in template if m.id and m.id not in catalog]
+    for m in new:
+        catalog.add(m.id, "", auto_comments=m.auto_comments, flags=m.flags)
+    if new:
+        buf = io.BytesIO()
+        write_po(buf, catalog, width=0, no_location=True, omit_header=False)
+        po.write_bytes(buf.getvalue())
+    return len(new)
 
 
 PROJECT = "ANDREA Block Lab"

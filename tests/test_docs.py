@@ -165,3 +165,22 @@ def test_the_checks_catch_a_broken_guide():
     assert guide_problems("see `classroom/grader.py`", "x.md")
     assert guide_problems("see {doc}`guide_lerner`", "x.md")
     assert not guide_problems("see {doc}`the learner guide <guide_learner>`", "x.md")
+
+
+def test_the_threat_models_counts_are_the_test_suites():
+    """The numbers the threat model quotes are those of the tests that measure them."""
+    import importlib.util
+
+    from honest import HABITS
+    from hostile.shortcuts import CLASSES
+
+    spec = importlib.util.spec_from_file_location("source_tests", ROOT / "tests" / "test_classroom_source.py")
+    source_tests = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(source_tests)
+    text = " ".join((ROOT / "book" / "guide_threat_model.md").read_text(encoding="utf-8").split())
+    quoted = {k: int(re.search(pattern, text).group(1)) for k, pattern in (
+        ("forged", r"(\d+) forged answers in (\w+) classes"), ("habits", r"(\d+) honest but unusual habits"),
+        ("honest uses", r"(\d+) honest uses find nothing"), ("held uses", r"(\d+) uses that stay held"))}
+    assert quoted == {"forged": sum(len(v) for v in CLASSES.values()), "habits": len(HABITS),
+                      "honest uses": len(source_tests.HONEST), "held uses": len(source_tests.HELD)}
+    assert re.search(r"forged answers in (\w+) classes", text).group(1) == {10: "ten"}.get(len(CLASSES))

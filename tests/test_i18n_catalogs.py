@@ -239,3 +239,29 @@ def test_the_sandbox_knows_the_course_languages():
     assert sandbox.LANGUAGES == i18n.LANGUAGES
     # the book's editions are the languages with catalogs in book/locales
     assert book_edition.EDITIONS == i18n.LANGUAGES
+
+
+def test_updating_keeps_the_themes_words_by_hand(tmp_path):
+    """`make catalogs` merges the template of the book's own HTML templates into each
+    edition's sphinx.po without dropping the themes' words translated there by hand
+    (sphinx-intl would drop every message the template lacks), and with the real
+    catalogs it adds nothing: every word of ours is there."""
+    pot, po = tmp_path / "sphinx.pot", tmp_path / "sphinx.po"
+    for path, messages in ((pot, {"Color mode": ""}), (po, {"Back to top": "თავში დაბრუნება"})):
+        catalog = Catalog(locale=None if path == pot else "ka")
+        for msgid, msgstr in messages.items():
+            catalog.add(msgid, msgstr)
+        buf = io.BytesIO()
+        write_po(buf, catalog)
+        path.write_bytes(buf.getvalue())
+    assert catalogs.add_missing(pot, po) == 1
+    text = po.read_text(encoding="utf-8")
+    assert 'msgid "Back to top"\nmsgstr "თავში დაბრუნება"' in text and 'msgid "Color mode"' in text
+    assert catalogs.add_missing(pot, po) == 0
+    theme = catalogs.POT_DIR / catalogs.THEME_POT
+    if theme.is_file():
+        for lang in ("de", "ka"):
+            real = catalogs.ROOT / "book" / "locales" / lang / "LC_MESSAGES" / "sphinx.po"
+            copy = tmp_path / f"{lang}.po"
+            copy.write_bytes(real.read_bytes())
+            assert catalogs.add_missing(theme, copy) == 0, lang

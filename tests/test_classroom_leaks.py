@@ -71,3 +71,18 @@ def test_trivial_lines_are_not_secrets(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "n.ipynb").write_text(json.dumps(nb))
     assert list(scan.secret_lines(tmp_path)) == ["z = torch.tanh(x) * 0.5 + 3"]
+
+
+def test_lines_of_the_reference_package_are_not_secrets(tmp_path):
+    """A solution line the learner's own copy of andrea_ref holds gives nothing away."""
+    nb = {"cells": [{"cell_type": "code", "metadata": {}, "source": [
+        "def f(x):\n", "    ### BEGIN SOLUTION\n", "    with torch.no_grad():\n",
+        "        z = torch.tanh(x) * 0.5 + 3\n", "    ### END SOLUTION\n"]}]}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "n.ipynb").write_text(json.dumps(nb))
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "m.py").write_text("def g(x):\n    with  torch.no_grad():\n        return x\n")
+    assert list(scan.secret_lines(tmp_path, public=pkg)) == ["z = torch.tanh(x) * 0.5 + 3"]
+    assert list(scan.secret_lines(tmp_path, public=tmp_path / "none")) == [
+        "with torch.no_grad():", "z = torch.tanh(x) * 0.5 + 3"]

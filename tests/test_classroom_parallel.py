@@ -214,9 +214,9 @@ def test_failures_are_reported_not_silent(graded):
     assert any(w.startswith("FAILED") for w in problems[("block_kernel_dies", "01_block")])
     csv_text = (graded["out"] / "grades.csv").read_text()
     assert csv_text.splitlines()[0].startswith("assignment,duedate,timestamp,student_id")
-    # nbgrader's export: one row per student and assignment (a missing one scores 0)
+    # nbgrader's export: one row per student and assignment of the course (a missing one scores 0)
     rows = csv_text.strip().splitlines()[1:]
-    assert len(rows) == len({c.student for c in graded["cases"]}) * len(PICK)
+    assert len(rows) == len({c.student for c in graded["cases"]}) * len(ASSIGNMENTS)
     assert "04_mlp,,,mlp_solution,,,,10.0,0.0,10.0,10.0" in rows
     report = (graded["out"] / "report.txt").read_text()
     assert "mlp_invalid_json/04_mlp" in report and "block_kernel_dies/01_block" in report

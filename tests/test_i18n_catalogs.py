@@ -189,17 +189,20 @@ def test_glued_numbers_are_written_the_editions_way():
 
 
 @pytest.mark.parametrize("lang", ("en",) + LANGS)
-def test_feedback_drops_the_self_checks_report_in_every_language(lang):
-    """The learner kernel's own self-check report is left out of feedback, whatever its language."""
+def test_feedback_drops_the_self_checks_report_in_every_language(lang, monkeypatch):
+    """The learner kernel's own self-check report is left out of feedback, whatever its
+    language, with a note in the submission's language (the grader sets ANDREA_LANG)."""
     from andrea_ref.i18n import gettext
     from classroom.reporting.notebook import SELF_CHECK_NOTE, without_kernel_verdicts
     report = "".join([gettext("Checking `{name}`:", lang).format(name="layer_norm") + "\n",
                       "  \u2713 shape\n", "  \u2717 eps\n      why\n",
                       gettext("{passed} of {total} properties hold.", lang).format(passed=1, total=2) + "\n",
                       "a value the learner printed\n"])
+    monkeypatch.setenv("ANDREA_LANG", lang)
     kept = without_kernel_verdicts([{"output_type": "stream", "name": "stdout", "text": report}])
     text = "".join(o["text"] for o in kept)
-    assert text == "a value the learner printed\n" + SELF_CHECK_NOTE
+    assert text == "a value the learner printed\n" + gettext(SELF_CHECK_NOTE, lang) + "\n"
+    assert lang == "en" or gettext(SELF_CHECK_NOTE, lang) != SELF_CHECK_NOTE
 
 
 def test_numbers_in_drawn_tables_are_written_the_editions_way():

@@ -4,10 +4,8 @@ repository, as its README says.
 The kit is built into a temporary folder. Every file in it is read, and every member of
 the wheel, the sdist and the zip: none may hold a line of solution code or hidden test
 from `solutions/` (classroom.scan's secrets), an nbgrader BEGIN SOLUTION / BEGIN HIDDEN
-TESTS marker, or a path from `solutions/`, the gradebook or `classroom/`. The one
-exception is the reference package's own source, which the course hands to learners on
-purpose: a secret line is allowed in `andrea_ref/<file>.py` only if the repository's own
-`andrea_ref/<file>.py` holds it too.
+TESTS marker, or a path from `solutions/`, the gradebook or `classroom/` (a line the
+reference package itself holds is no secret: the course hands that package to learners).
 
 Then the kit is installed as its README says, into `<kit>/.venv` (a fresh virtual
 environment in the temporary folder, PYTHONPATH unset; the README's install line runs
@@ -90,17 +88,6 @@ def _members(path: Path, data: bytes):
         yield name, data
 
 
-def _allowed(name: str, secrets: dict[str, str]) -> set[str]:
-    """Secret lines the repository's own copy of this package file holds (public)."""
-    parts = name.split("/")
-    if "andrea_ref" not in parts or not name.endswith(".py"):
-        return set()
-    own = ROOT.joinpath(*parts[len(parts) - 1 - parts[::-1].index("andrea_ref"):])
-    if not own.is_file():
-        return set()
-    return set(scan._leaks_in_text(own.read_text(encoding="utf-8"), secrets))
-
-
 def _leaks(name: str, data: bytes, secrets: dict[str, str], tmp: Path) -> list[str]:
     found = [f"path: {p}" for p in FORBIDDEN_PATHS if p in name]
     text = data.decode("utf-8", errors="replace")
@@ -112,8 +99,7 @@ def _leaks(name: str, data: bytes, secrets: dict[str, str], tmp: Path) -> list[s
         lines = scan.scan_file(probe, secrets)
     else:
         lines = scan._leaks_in_text(text, secrets)
-    allowed = _allowed(name, secrets)
-    return found + [ln for ln in lines if ln not in allowed]
+    return found + lines
 
 
 def _readme_commands(kit: Path) -> dict[str, list[str]]:
@@ -220,7 +206,7 @@ def _solution_sources() -> dict[tuple[str, str], str]:
 
 def _notebook_script(notebook: Path, answers: dict) -> str:
     """The notebook's code cells as one script, answer cells replaced by the solution."""
-    parts = []
+    parts, verdicts = [], []
     for cell in json.loads(notebook.read_text())["cells"]:
         if cell["cell_type"] != "code":
             continue
@@ -230,8 +216,10 @@ def _notebook_script(notebook: Path, answers: dict) -> str:
             src = answers[(notebook.parent.name, meta["grade_id"])]
         assert not any(ln.lstrip().startswith(("%", "!")) for ln in src.splitlines()), src
         parts.append(src)
-    parts.append("assert all_hold is True, 'the self-check reports a failing property'\n"
-                 "print('NOTEBOOK OK')\n")
+        verdicts += re.findall(r"^(\w+) = grading\.report_\w+\(", src, flags=re.M)
+    assert verdicts, f"{notebook}: no self-check (`name = grading.report_...(fn)`) found"
+    parts += [f"assert {v} is True, 'the self-check {v} reports a failing property'\n" for v in verdicts]
+    parts.append("print('NOTEBOOK OK')\n")
     return "\n\n".join(parts)
 
 

@@ -29,7 +29,7 @@ import re
 
 from nbformat import from_dict
 
-from andrea_ref.i18n import LANGUAGES, gettext
+from andrea_ref.i18n import LANGUAGES, N_, gettext
 
 from .. import markers
 from ..markers import HIDDEN_TESTS
@@ -37,7 +37,8 @@ from .outputs import keep_metadata, markdown_html, shown_outputs
 from .sanitiser import Links, sanitise
 
 BEGIN, END = markers.begin(HIDDEN_TESTS), markers.end(HIDDEN_TESTS)
-PLACEHOLDER = "# (hidden tests ran here; their code is not shown)"
+# put in the code where hidden tests stood, as a comment in the submission's language
+PLACEHOLDER = N_("(hidden tests ran here; their code is not shown)")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -57,7 +58,7 @@ def _strip_source(src: str) -> tuple[str, bool]:
         if line.marker == "begin":
             found = True
             indent = line.text[: len(line.text) - len(line.text.lstrip())]
-            out.append(indent + PLACEHOLDER + "\n")
+            out.append(f"{indent}# {gettext(PLACEHOLDER)}\n")
         elif line.kind is None:
             out.append(line.text)
     return "".join(out), found
@@ -118,8 +119,8 @@ def shown_once(outputs: list[dict]) -> list[dict]:
     return kept
 
 
-SELF_CHECK_NOTE = ("(the self-check's ticks and crosses are not repeated here: "
-                   "each graded cell below shows the grader's verdict)\n")
+SELF_CHECK_NOTE = N_("(the self-check's ticks and crosses are not repeated here: "
+                     "each graded cell below shows the grader's verdict)")
 _VERDICT_LINE = re.compile(r"^(\s*)[\u2713\u2717] ")
 
 
@@ -168,7 +169,7 @@ def without_kernel_verdicts(outputs: list) -> list[dict]:
             o["text"] = "".join(lines)
         kept.append(o)
     if dropped:
-        kept.append({"output_type": "stream", "name": "stdout", "text": SELF_CHECK_NOTE})
+        kept.append({"output_type": "stream", "name": "stdout", "text": gettext(SELF_CHECK_NOTE) + "\n"})
     return kept
 
 

@@ -6,8 +6,9 @@ The secrets are the lines between ``### BEGIN SOLUTION`` / ``### END SOLUTION`` 
 ``### BEGIN HIDDEN TESTS`` / ``### END HIDDEN TESTS`` in the instructor notebooks of
 ``solutions/``, whitespace-normalised; trivial lines (shorter than ``MIN_CHARS``
 characters without spaces, e.g. ``pass``, ``return y``, a lone bracket) are left out,
-and so are lines the reference package ``andrea_ref`` holds itself (``loss.backward()``,
-``with torch.no_grad():``): every learner has that package, so such a line gives nothing away.
+and so are lines the reference package ``andrea_ref`` holds itself, in its code or its
+messages (``loss.backward()``, ``with torch.no_grad():``, a hint's ``p -= lr * p.grad``): every
+learner has that package, so such a line gives nothing away.
 
 Searched: every HTML page of the learner edition of the book (as text: tags removed,
 entities decoded, so syntax highlighting cannot hide a line), every notebook and
@@ -37,23 +38,25 @@ def normalise(line: str) -> str:
     return _WS.sub(" ", line).strip()
 
 
-def public_lines(package: Path = ROOT / "andrea_ref") -> set[str]:
-    """The normalised lines of the reference package's source, which learners have."""
-    return {normalise(ln) for path in Path(package).rglob("*.py") for ln in path.read_text(encoding="utf-8").splitlines()}
+def public_text(package: Path = ROOT / "andrea_ref") -> str:
+    """The reference package's source and message catalogs, which learners have, as the
+    scan reads a file: whitespace-normalised lines."""
+    files = sorted(p for p in Path(package).rglob("*") if p.suffix in (".py", ".po") and p.is_file())
+    return "\n".join(normalise(ln) for path in files for ln in path.read_text(encoding="utf-8").splitlines())
 
 
 def secret_lines(solutions: Path = ROOT / "solutions", kinds=KINDS, min_chars: int = MIN_CHARS,
                  public: Path = ROOT / "andrea_ref") -> dict[str, str]:
     """{normalised line: where it comes from} for every non-trivial secret line."""
     out: dict[str, str] = {}
-    known = public_lines(public)
+    known = public_text(public)
     for path in sorted(Path(solutions).rglob("*.ipynb")):
         if ".ipynb_checkpoints" in path.parts:
             continue
         nb = json.loads(path.read_text(encoding="utf-8"))
         for cell in nb.get("cells", []):
             for s, kind in markers.inside_lines(cell_source(cell), kinds):
-                if len(s.replace(" ", "")) >= min_chars and normalise(s) not in known:
+                if len(s.replace(" ", "")) >= min_chars and normalise(s) not in known:  # found as the scan finds
                     out.setdefault(normalise(s), f"{path.relative_to(path.parents[1])} ({kind.lower()})")
     return out
 

@@ -410,35 +410,47 @@ def test_accessibility_audit_of_every_page(server, browser_context):
     assert not problems, "\n".join(problems)
 
 
-def test_every_id_on_a_page_is_unique(server, browser_context):
-    """No two elements of a page share an id (a link to one would land on the other)."""
+PAGE_FACTS_JS = """() => {
+  const seen = {};
+  for (const e of document.querySelectorAll('[id]')) seen[e.id] = (seen[e.id] || 0) + 1;
+  return {
+    dupes: Object.entries(seen).filter(([, n]) => n > 1).map(([id, n]) => `${id} (${n} times)`),
+    alts: [...document.querySelectorAll('div.graphviz object')].map(e => e.textContent.trim()),
+    labels: [...document.querySelectorAll('[aria-label]')].map(e => e.getAttribute('aria-label')),
+    language: (LANGUAGE_TEXT_JS)(),
+  };
+}"""
+
+
+@pytest.fixture(scope="module")
+def visited(server, browser_context):
+    """{page: what it shows once loaded}: every page of every edition opened once, for the
+    tests that only read a loaded page (its ids, diagrams' alt texts, accessible names
+    and language)."""
     context, _ = browser_context
-    problems = []
+    facts = {}
     for rel in _pages():
         page = context.new_page()
         page.goto(server + rel, wait_until="load")
-        dupes = page.evaluate("""() => {
-          const seen = {};
-          for (const e of document.querySelectorAll('[id]')) seen[e.id] = (seen[e.id] || 0) + 1;
-          return Object.entries(seen).filter(([, n]) => n > 1).map(([id, n]) => `${id} (${n} times)`);
-        }""")
-        if dupes:
-            problems.append(f"{rel}: {dupes[:8]}")
+        facts[rel] = page.evaluate(PAGE_FACTS_JS.replace("LANGUAGE_TEXT_JS", LANGUAGE_TEXT_JS))
         page.close()
+    return facts
+
+
+def test_every_id_on_a_page_is_unique(visited):
+    """No two elements of a page share an id (a link to one would land on the other)."""
+    problems = [f"{rel}: {f['dupes'][:8]}" for rel, f in visited.items() if f["dupes"]]
+    assert len(visited) >= 3 * 10
     assert not problems, "\n".join(problems)
 
 
-def test_diagrams_have_alt_text_in_every_edition(server, browser_context):
+def test_diagrams_have_alt_text_in_every_edition(visited):
     """Every Graphviz diagram is described in words, in the page's language: its fallback
     text is an alt text, not the DOT source."""
-    context, _ = browser_context
     problems, diagrams = [], 0
     english: dict[str, list[str]] = {}
-    for rel in _pages():
-        page = context.new_page()
-        page.goto(server + rel, wait_until="load")
-        alts = page.eval_on_selector_all("div.graphviz object", "els => els.map(e => e.textContent.trim())")
-        page.close()
+    for rel, facts in visited.items():
+        alts = facts["alts"]
         diagrams += len(alts)
         edition, _, rest = rel.partition("/")
         key = rest if edition in ("de", "ka") else rel
@@ -645,18 +657,14 @@ LANGUAGE_TEXT_JS = """() => {
 }"""
 
 
-def test_each_edition_is_in_its_language(server, browser_context):
-    context, _ = browser_context
+def test_each_edition_is_in_its_language(visited):
     problems = []
     for edition, lang in (("", "en"), ("de/", "de"), ("ka/", "ka")):
         pages = _edition_pages(edition)
         assert len(pages) >= 10, f"edition {lang}: {pages}"
         # the bibliography lists the papers under their own (English) titles
         for rel in (p for p in pages if p != "book/references.html"):
-            page = context.new_page()
-            page.goto(server + edition + rel, wait_until="load")
-            t = page.evaluate(LANGUAGE_TEXT_JS)
-            page.close()
+            t = visited[edition + rel]["language"]
             if t["lang"] != lang:
                 problems.append(f"{edition}{rel}: <html lang={t['lang']!r}>, expected {lang!r}")
             if lang == "ka" and t["georgian"] < 0.5 * t["letters"]:
@@ -668,12 +676,11 @@ def test_each_edition_is_in_its_language(server, browser_context):
     assert not problems, "\n".join(problems)
 
 
-def test_the_themes_own_english_labels_are_translated(server, browser_context):
+def test_the_themes_own_english_labels_are_translated(visited):
     """The accessible names the themes write in English in their own code (the primary
     navigation, the print table of contents, the toggle buttons of folded solutions) read
     in the edition's language once the page has loaded, in every page of it."""
     from babel.messages.pofile import read_po
-    context, _ = browser_context
     labels = ("Main", "Page", "Toggle hidden content")
     problems = []
     for edition in ("de", "ka"):
@@ -682,11 +689,7 @@ def test_the_themes_own_english_labels_are_translated(server, browser_context):
         assert set(words) == set(labels) and all(words.values()), (edition, words)
         seen = set()
         for rel in _edition_pages(edition + "/"):
-            page = context.new_page()
-            page.goto(server + edition + "/" + rel, wait_until="load")
-            names = page.evaluate("() => [...document.querySelectorAll('[aria-label]')]"
-                                  ".map(e => e.getAttribute('aria-label'))")
-            page.close()
+            names = visited[edition + "/" + rel]["labels"]
             problems += [f"{edition}/{rel}: aria-label {n!r}" for n in names if n in labels]
             seen |= {n for n in names if n in words.values()}
         assert seen == set(words.values()), (edition, set(words.values()) - seen)  # each met somewhere

@@ -171,3 +171,33 @@ def test_the_real_grader_agrees_cell_by_cell(graded_capstone, entry):
         assert row["status"] == "timed out" and float(row["score"]) == 7.0, row
     else:
         assert row["status"] == "graded", row
+
+
+def test_a_long_training_call_has_time_in_proportion(monkeypatch):
+    """A check that asks train for 150 steps gives it three times the per-call limit: an
+    honest loop on a slow machine passes, and an endless one is stopped at that limit,
+    which the message names."""
+    import time
+
+    from andrea_ref.grading import _core
+    solution = functions()["train"]
+
+    def slow_train(forward, params, batches, lr, n_head):
+        time.sleep(4.0)  # longer than the per-call limit below, shorter than three of them
+        return solution(forward, params, batches, lr, n_head)
+
+    monkeypatch.setattr(_core, "CALL_TIME_LIMIT", 3.0)
+    with contextlib.redirect_stdout(io.StringIO()):
+        grading.check_train_learns(slow_train)
+
+    def endless_train(forward, params, batches, lr, n_head):
+        while True:
+            time.sleep(0.01)
+
+    monkeypatch.setattr(_core, "CALL_TIME_LIMIT", 0.5)
+    with pytest.raises(AssertionError, match=r"did not finish within 1\.5 s"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            grading.check_train_learns(endless_train)
+    with pytest.raises(AssertionError, match=r"within 1\.5 s in an earlier check"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            grading.check_train_learns(endless_train)

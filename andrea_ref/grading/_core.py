@@ -378,8 +378,9 @@ def provided_name(value):
 NOTHING_FORBIDDEN = Forbidden("")
 NOTHING_FORBIDDEN.ref_files = ()  # no watch at all (the in-place sweeps, which skip it for speed)
 
-# Functions whose earlier calls ran past the time limit: fail fast after the first.
-_TIMED_OUT = set()
+# Functions whose earlier calls ran past their time limit, with that limit in seconds:
+# fail fast after the first.
+_TIMED_OUT = {}
 
 
 def _fn_key(fn):
@@ -528,12 +529,14 @@ class RemoteAnswer:
     :func:`call` hands such a function the arguments and the forbidden operations and
     gets an :class:`Outcome` back (``remote_call``); the arguments are updated in place
     with their values after the call, so an in-place change shows as it would locally.
-    ``timed_out`` is set once a call has run past the time limit.
+    ``timed_out`` is set once a call has run past the time limit, and ``timed_out_after``
+    to that limit in seconds.
     """
 
     timed_out = False
+    timed_out_after = 0.0
 
-    def remote_call(self, args, forbidden):  # pragma: no cover - implemented by subclasses
+    def remote_call(self, args, forbidden, work=1.0):  # pragma: no cover - implemented by subclasses
         raise NotImplementedError
 
     def __call__(self, *args):
@@ -716,9 +719,10 @@ def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None, blocker=None
     return outcome
 
 
-def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None):
+def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None, seconds=None):
     """What the checks make of an :class:`Outcome`: its result, or an
-    ``AssertionError`` that says what went wrong."""
+    ``AssertionError`` that says what went wrong (``seconds``: the call's time limit)."""
+    seconds = CALL_TIME_LIMIT if seconds is None else seconds
     if outcome.integrity is not None:
         raise GradingError(outcome.integrity)
     if outcome.ref_hits:
@@ -740,9 +744,9 @@ def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None):
         )
     if outcome.timed_out:
         if key is not None:
-            _TIMED_OUT.add(key)
+            _TIMED_OUT[key] = seconds
         raise GradingError(_("`{name}` did not finish within {seconds} s (an endless loop?).").format(
-            name=name, seconds=number(CALL_TIME_LIMIT)))
+            name=name, seconds=number(seconds)))
     error = outcome.error
     if error is not None:
         where = list(outcome.where) or learner_lines(error)
@@ -758,7 +762,7 @@ def verdict(outcome, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, key=None):
     return outcome.result
 
 
-def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
+def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None, work=1.0):
     """Call ``fn(*args)`` the safe way and return what it returned.
 
     Raises ``AssertionError`` if ``fn`` raises, runs too long, or uses something
@@ -766,6 +770,9 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
     exception, from its text, the learner's lines that raised it and the arguments
     (a size written into the code is recognised for every function). ``fn``
     may be a :class:`RemoteAnswer`: the call then runs in the process that serves it.
+    ``work``: how many ordinary calls' worth of computing the check asks of ``fn`` (a
+    training loop of many steps): its time limit is ``work`` times the per-call limit,
+    here and in the process that serves a remote function alike.
     """
     if not _callable(fn):
         raise GradingError(_("`{name}` should be a function, got {type}.").format(
@@ -773,21 +780,23 @@ def call(fn, args, *, name, forbidden=NOTHING_FORBIDDEN, hint=None):
     remote = _isinstance(fn, RemoteAnswer)
     key = fn if remote else _fn_key(fn)
     if (remote and fn.timed_out) or (not remote and key in _TIMED_OUT):
+        earlier = fn.timed_out_after if remote else _TIMED_OUT[key]
         raise GradingError(
             _("`{name}` did not finish within {seconds} s in an earlier check "
-              "(an endless loop?), so it is not called again.").format(name=name, seconds=number(CALL_TIME_LIMIT))
+              "(an endless loop?), so it is not called again.").format(name=name, seconds=number(earlier))
         )
+    seconds = CALL_TIME_LIMIT * work
     if remote:
-        outcome = fn.remote_call(args, forbidden)
+        outcome = fn.remote_call(args, forbidden, work)
         key = None  # the proxy remembers its own time-outs
     else:
         _check_integrity()
-        outcome = execute(fn, args, forbidden)
+        outcome = execute(fn, args, forbidden, time_limit=seconds)
 
     def diagnosis(error, where):
         return (hint(error, where, args) if hint is not None else None) or size_hint(error, where, args)
 
-    return verdict(outcome, name=name, forbidden=forbidden, hint=diagnosis, key=key)
+    return verdict(outcome, name=name, forbidden=forbidden, hint=diagnosis, key=key, seconds=seconds)
 
 
 def check_result(out, *, name, shape, dtype, device):

@@ -331,11 +331,17 @@ def reference_steps(params, batches, lr, n_head, *, ascent=False, accumulate=Fal
     return p
 
 
+# a call of train is given the per-call time limit for every STEPS_PER_CALL steps it is asked
+# for (150 steps: three times the limit); an honest loop takes about 1 s for 150 steps here
+STEPS_PER_CALL = 50
+
+
 def _after(fn, params, batches, lr, n_head):
     """``params`` as the learner's train leaves them (a fresh copy is passed)."""
     passed = C.copy_args((params,))[0]
     keep = batches.clone()
-    C.call(fn, (FORWARD, passed, keep, lr, n_head), name=TRAIN, forbidden=FORBIDDEN_TRAIN, hint=_train_hint)
+    C.call(fn, (FORWARD, passed, keep, lr, n_head), name=TRAIN, forbidden=FORBIDDEN_TRAIN, hint=_train_hint,
+           work=max(1.0, len(batches) / STEPS_PER_CALL))
     if not C.same(keep, batches):
         C.fail(_("`{name}` changed its argument `{argument}` in place.").format(name=TRAIN, argument="batches"),
                _(_ADVICE))

@@ -187,12 +187,13 @@ class RemoteFunction(_core.RemoteAnswer):
         self.note(reply)
         return reply, out
 
-    def remote_call(self, args, forbidden):
+    def remote_call(self, args, forbidden, work=1.0):
         if self.lost is not None:
             return _core.Outcome(error=RemoteError("AnswerStopped", self.lost))
         spec = {"what": forbidden.what, "aten_words": list(forbidden.aten_words),
                 "ref_files": list(forbidden.ref_files)}
-        wait = self.call_limit + GRACE
+        limit = self.call_limit * work  # a check that hands over more work allows more time
+        wait = limit + GRACE
         budget = None if self.cell_deadline is None else self.cell_deadline - time.monotonic()
         if budget is not None and budget <= 0:
             self.over_budget = True
@@ -200,7 +201,7 @@ class RemoteFunction(_core.RemoteAnswer):
         try:
             sent = [wire.Ref(_core.provided_name(a)) if _core.provided_name(a) else a for a in args]
             header, values = self.exchange({"op": "call"}, {"args": sent, "forbidden": spec,
-                                                            "time_limit": self.call_limit},
+                                                            "time_limit": limit},
                                            timeout=wait if budget is None else min(wait, budget))
         except TimeoutError:
             self.host.reset()
@@ -208,8 +209,8 @@ class RemoteFunction(_core.RemoteAnswer):
                 self.over_budget = True
                 self.lost = "the cell ran out of time"
                 return _core.Outcome(error=RemoteError("CellTimeout", self.lost))
-            self.timed_out = True
-            self.lost = f"did not finish within {self.call_limit:g} s"
+            self.timed_out, self.timed_out_after = True, limit
+            self.lost = f"did not finish within {limit:g} s"
             return _core.Outcome(timed_out=True)
         except (wire.WireError, OSError) as exc:
             self.lost = ("the process running this code stopped (killed: over the memory limit, "
@@ -243,5 +244,5 @@ class RemoteFunction(_core.RemoteAnswer):
             integrity=str(integrity)[:500] if integrity else None,
         )
         if outcome.timed_out:
-            self.timed_out = True
+            self.timed_out, self.timed_out_after = True, limit
         return outcome

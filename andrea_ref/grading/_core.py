@@ -922,8 +922,12 @@ def inputs_left_alone(fn, calls, *, name, labels, advice, hint=None):
                 return
         label = changed_argument(keep, passed, labels)
         if label is not None:
-            fail(_("`{name}` changed its argument `{argument}` in place.").format(name=name, argument=label),
-                 advice)
+            fail_changed(name, label, advice)
+
+
+def fail_changed(name, argument, advice):
+    """Fail a check because ``name`` changed its argument ``argument`` in place."""
+    fail(_("`{name}` changed its argument `{argument}` in place.").format(name=name, argument=argument), advice)
 
 
 def all_finite(t):

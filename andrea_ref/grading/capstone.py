@@ -291,8 +291,7 @@ def check_train_loss(fn, seed=0):
         out = C.call(fn, (FORWARD, C.copy_args((params,))[0], keep, 0.1, n_head), name=TRAIN,
                      forbidden=FORBIDDEN_TRAIN, hint=_train_hint)
         if not C.same(keep, batches[:steps]):
-            C.fail(_("`{name}` changed its argument `{argument}` in place.").format(name=TRAIN, argument="batches"),
-                   _(_ADVICE))
+            C.fail_changed(TRAIN, "batches", _(_ADVICE))
         losses = _losses(out, steps)
         want = cross_entropy(forward_from_params, params, batches[0], n_head)
         tol = C.tol_for(torch.float64, result=losses)
@@ -343,8 +342,7 @@ def _after(fn, params, batches, lr, n_head):
     C.call(fn, (FORWARD, passed, keep, lr, n_head), name=TRAIN, forbidden=FORBIDDEN_TRAIN, hint=_train_hint,
            work=max(1.0, len(batches) / STEPS_PER_CALL))
     if not C.same(keep, batches):
-        C.fail(_("`{name}` changed its argument `{argument}` in place.").format(name=TRAIN, argument="batches"),
-               _(_ADVICE))
+        C.fail_changed(TRAIN, "batches", _(_ADVICE))
     if sorted(map(str, passed)) != sorted(params):
         C.fail(_("After `{name}`, params holds other names than before.").format(name=TRAIN),
                _("train updates the tensors params holds; it neither adds nor removes any."))

@@ -417,7 +417,6 @@ PAGE_FACTS_JS = """() => {
     dupes: Object.entries(seen).filter(([, n]) => n > 1).map(([id, n]) => `${id} (${n} times)`),
     alts: [...document.querySelectorAll('div.graphviz object')].map(e => e.textContent.trim()),
     labels: [...document.querySelectorAll('[aria-label]')].map(e => e.getAttribute('aria-label')),
-    language: (LANGUAGE_TEXT_JS)(),
   };
 }"""
 
@@ -432,7 +431,7 @@ def visited(server, browser_context):
     for rel in _pages():
         page = context.new_page()
         page.goto(server + rel, wait_until="load")
-        facts[rel] = page.evaluate(PAGE_FACTS_JS.replace("LANGUAGE_TEXT_JS", LANGUAGE_TEXT_JS))
+        facts[rel] = {**page.evaluate(PAGE_FACTS_JS), "language": page.evaluate(LANGUAGE_TEXT_JS)}
         page.close()
     return facts
 

@@ -99,11 +99,11 @@ def normalise(text: str) -> str:
     return json.dumps(nb, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def generate(course: Path, names: list[str]) -> dict[str, bytes]:
-    """Release the assignments ``names`` in ``course`` (a temporary copy of the course, with
-    its own gradebook) and return {relative path: content} of its release folder, notebooks
-    normalised."""
-    generate_assignments(course, names)
+def generate(course: Path) -> dict[str, bytes]:
+    """Release every assignment of ``course`` (a :func:`temp_course`: the manifest's
+    assignments and nothing else, with its own gradebook) in one nbgrader process, and
+    return {relative path: content} of its release folder, notebooks normalised."""
+    generate_assignments(course, ("*",))
     release = course / "exercises"
     out = {}
     for path in sorted(release.rglob("*")):
@@ -153,7 +153,7 @@ def notebooks_of(files: dict[str, bytes]) -> dict[str, str]:
 def generate_in_temp(root: Path = ROOT) -> dict[str, str]:
     """{relative path: normalised notebook} of a fresh release, made in a temporary course."""
     with temp_course(root) as course:
-        return notebooks_of(generate(course, load(root, pages=False).names))
+        return notebooks_of(generate(course))
 
 
 def committed(root: Path = ROOT) -> dict[str, str]:
@@ -377,7 +377,7 @@ def release(root: Path = ROOT, force: bool = False) -> int:
     for name in synced:
         print(f"Wrote nbgrader's points into the table and graded cells of {name}.")
     with temp_course(root) as course:
-        fresh = generate(course, load(root, pages=False).names)
+        fresh = generate(course)
         have = released_files(root)
         edited = edited_since_release(root)
         if edited and not force:

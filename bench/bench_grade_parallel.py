@@ -109,20 +109,28 @@ def counted(cmd=None, fn=None, **kwargs):
 def stage_table(state: Path, n_nb: int, total_cpu: float) -> list[str]:
     """Per stage of the workers' pipeline: wall seconds and the worker's CPU (its own,
     Node's), per notebook; the rest of the run's core-seconds (start-up, the sandboxes'
-    kernels and answer servers, merging, the reports)."""
-    wall, cpu = {}, {}
+    kernels and answer servers, merging, the reports); then, per assignment, the wall
+    seconds of its notebooks (every stage), so that one costly notebook stands out."""
+    wall, cpu, per_assignment = {}, {}, {}
     for f in state.rglob("*.json"):
         rec = json.loads(f.read_text())
         for k, v in (rec.get("timing") or {}).items():
             wall[k] = wall.get(k, 0.0) + v
         for k, v in (rec.get("cpu") or {}).items():
             cpu[k] = cpu.get(k, 0.0) + v
+        if rec.get("assignment"):
+            seen = per_assignment.setdefault(rec["assignment"], [0, 0.0])
+            seen[0] += 1
+            seen[1] += sum((rec.get("timing") or {}).values())
     lines = [f"    {'stage':>12}  {'wall s/nb':>9}  {'worker CPU s/nb':>15}"]
     for k in wall:
         lines.append(f"    {k:>12}  {wall[k] / n_nb:9.2f}  {cpu.get(k, 0.0) / n_nb:15.2f}")
     rest = total_cpu - sum(cpu.values())
     lines.append(f"    {'the rest':>12}  {'':>9}  {rest / n_nb:15.2f}  (start-up, sandboxes' kernels and answer "
                  "servers, merging, reports)")
+    lines.append("  per assignment, wall seconds per notebook (every stage):")
+    for name, (count, secs) in sorted(per_assignment.items()):
+        lines.append(f"    {name:>12}  {secs / count:9.2f}  ({count} notebooks)")
     return lines
 
 

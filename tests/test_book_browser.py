@@ -315,7 +315,7 @@ CODE_LINES_JS = """() => {
 # cue; formulas are not clipped; names in inline code break only between their parts
 # (at a space, or a <wbr> break point), never inside a word; figures with panels side by
 # side keep a legible scale.
-NARROW_JS = """() => {
+NARROW_JS = r"""() => {
   const problems = [];
   const scrolls = s => ['auto', 'scroll'].includes(s.overflowX);
   const boxes = 'div.pst-scrollable-table-container, div.cell_output .text_html, div.cell_output figure, '

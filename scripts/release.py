@@ -103,7 +103,7 @@ def generate(course: Path) -> dict[str, bytes]:
     """Release every assignment of ``course`` (a :func:`temp_course`: the manifest's
     assignments and nothing else, with its own gradebook) in one nbgrader process, and
     return {relative path: content} of its release folder, notebooks normalised."""
-    generate_assignments(course, ("*",))
+    generate_assignments(course)
     release = course / "exercises"
     out = {}
     for path in sorted(release.rglob("*")):

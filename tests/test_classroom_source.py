@@ -1,4 +1,4 @@
-"""The grader's reading of an answer's source (classroom/scoring/source.py), in the
+"""The grader's reading of an answer's source (classroom/scoring/source/), in the
 grader's own process and fast: it never imports or runs a module the learner names,
 it quotes the line of the cell as the learner wrote it, it reads the Python a magic
 runs as IPython itself splits the magic's line, and it leaves the honest habits that
@@ -301,7 +301,7 @@ STALL = GELU + "v = torch\nfor _ in range(2):\n" + "".join(f"    v = v.{n} or v\
 
 
 def test_code_built_to_stall_the_grader_is_stopped_and_held(plan, monkeypatch):
-    monkeypatch.setattr(source, "MAX_SECONDS", 1.0)
+    monkeypatch.setattr(source.program, "MAX_SECONDS", 1.0)
     start = time.perf_counter()
     found = _found(plan, STALL)
     spent = time.perf_counter() - start
@@ -310,10 +310,10 @@ def test_code_built_to_stall_the_grader_is_stopped_and_held(plan, monkeypatch):
 
 
 def test_the_work_budget_stops_the_reading_too(plan, monkeypatch):
-    monkeypatch.setattr(source, "MAX_WORK", 20_000)
+    monkeypatch.setattr(source.program, "MAX_WORK", 20_000)
     found = _found(plan, STALL)
     assert any("could not be read within" in f.what and "units of work" in f.what for f in found.machinery)
-    assert 20_000 <= found.work < 20_000 + 2 * source._CLOCK_EVERY
+    assert 20_000 <= found.work < 20_000 + 2 * source.program.CLOCK_EVERY
 
 
 def test_the_budget_is_far_below_the_supervisors_patience():

@@ -13,7 +13,7 @@ import torch
 
 import grading_submissions as S
 from andrea_ref import grading
-from andrea_ref.grading import _core
+from andrea_ref.grading import _core, compare, inputs, integrity
 from learner_functions import CHECKS, S_ROOT, learner_function
 
 pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
@@ -28,10 +28,10 @@ def restore_torch():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-    for _label, space, name, value in _core._SNAPSHOT:
+    for _label, space, name, value in integrity.SNAPSHOT:
         if vars(space).get(name, value) is not value and not hasattr(vars(space).get(name), "__wrapped__"):
             setattr(space, name, value)
-    for name in set(vars(torch.Tensor)) - _core._TENSOR_NAMES:
+    for name in set(vars(torch.Tensor)) - integrity.TENSOR_NAMES:
         delattr(torch.Tensor, name)
     _core._TIMED_OUT.clear()
 
@@ -183,12 +183,12 @@ def test_failure_message_shows_the_tolerance_and_enough_digits():
     ref = torch.tensor([[0.5, -0.12227231]], dtype=torch.float64)
     out = ref.clone()
     out[0, 1] = -0.12227215
-    message = _core.mismatch(out, ref, (1e-7, 1e-9))
+    message = compare.mismatch(out, ref, (1e-7, 1e-9))
     got, want = re.search(r"got (\S+), expected (\S+):", message).groups()
     assert (got, want) == ("-0.12227215", "-0.12227231")
     assert abs(float(got) - float(want)) == pytest.approx(1.6e-7, rel=1e-3)
     assert "at [0, 1]" in message and "rtol = 1e-07, atol = 1e-09" in message
-    assert _core.mismatch(out, ref, (1e-5, 1e-5)) is None
+    assert compare.mismatch(out, ref, (1e-5, 1e-5)) is None
 
 
 def _rules(assignment):
@@ -201,7 +201,7 @@ def _rules(assignment):
 def test_notebooks_state_the_tolerances_the_checks_apply():
     from andrea_ref.grading import gelu as gelu_checks
 
-    assert _core.FLOAT32_TOL == _core.FLOAT64_TOL == (1e-5, 1e-5)
+    assert compare.FLOAT32_TOL == compare.FLOAT64_TOL == (1e-5, 1e-5)
     for assignment in S.ASSIGNMENTS:
         assert "rtol = atol = 1e-5" in _rules(assignment), assignment
         assert "float32 and float64 alike" in _rules(assignment), assignment
@@ -221,8 +221,8 @@ def test_a_narrower_result_is_judged_with_its_rounding():
         grading.check_layer_norm_shape(half_norm)
     for check in list(CHECKS["02_layernorm"].values())[1:]:
         check(half_norm)
-    assert _core.tol_for(torch.float64, result=torch.zeros(1)) == (1e-5 + 2.0 ** -23, 1e-5)
-    assert _core.tol_for(torch.float32, result=torch.zeros(1, dtype=torch.float64)) == (1e-5, 1e-5)
+    assert compare.tol_for(torch.float64, result=torch.zeros(1)) == (1e-5 + 2.0 ** -23, 1e-5)
+    assert compare.tol_for(torch.float32, result=torch.zeros(1, dtype=torch.float64)) == (1e-5, 1e-5)
 
 
 def test_a_value_check_refuses_integers():
@@ -245,7 +245,7 @@ def test_a_result_on_another_device_costs_only_the_shape_check():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_checks_also_run_on_cuda():
-    assert torch.device("cuda") in _core.devices()
+    assert torch.device("cuda") in inputs.devices()
     for case in (c for c in S.CASES if c.source is None and c.damage is None):
         fn = learner_function(case)
         for check in CHECKS[case.assignment].values():

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from andrea_ref import grading
-from andrea_ref.grading import _core
+from andrea_ref.grading import _core, compare, inputs
 from andrea_ref.grading import block as block_checks
 from andrea_ref.grading import gelu as gelu_checks
 from grading_answers import RIGHT, block, failed_checks, layer_norm
@@ -53,15 +53,15 @@ def test_nan_never_matches_a_number_and_a_nan_in_the_reference_excuses_nothing()
     nan, inf = float("nan"), float("inf")
     tol = (1e-5, 1e-5)
     ref = torch.tensor([1.0, nan, inf, -inf], dtype=torch.float64)
-    assert _core.mismatch(ref.clone(), ref, tol) is None  # nan matches nan, inf matches inf
+    assert compare.mismatch(ref.clone(), ref, tol) is None  # nan matches nan, inf matches inf
     for i, value in ((0, nan), (0, inf), (1, 1.0), (1, 0.0), (2, 1e300), (2, -inf), (3, nan)):
         out = ref.clone()
         out[i] = value
-        assert _core.mismatch(out, ref, tol) is not None, (i, value)
-    assert "expected nan exactly" in _core.mismatch(torch.tensor([0.0]), torch.tensor([nan]), tol)
-    assert "got nan, expected 1" in _core.mismatch(torch.tensor([nan]), torch.tensor([1.0]), tol)
+        assert compare.mismatch(out, ref, tol) is not None, (i, value)
+    assert "expected nan exactly" in compare.mismatch(torch.tensor([0.0]), torch.tensor([nan]), tol)
+    assert "got nan, expected 1" in compare.mismatch(torch.tensor([nan]), torch.tensor([1.0]), tol)
     # a broadcastable result of another shape is not "close"
-    assert _core.mismatch(torch.zeros(1), torch.zeros(3), tol) is not None
+    assert compare.mismatch(torch.zeros(1), torch.zeros(3), tol) is not None
 
 
 # ---------------------------------------------------------------------------- gaming
@@ -123,7 +123,7 @@ class Spy:
 
     def __call__(self, *args):
         # copied with the test's own code: the checks' package is out of bounds for any
-        # function they grade (a learner calling _core.copy_args would be caught too)
+        # function they grade (a learner calling inputs.copy_args would be caught too)
         self.calls.append(tuple(_copied(a) for a in args))
         return self.fn(*args)
 
@@ -182,7 +182,7 @@ def test_every_input_is_inside_what_the_notebooks_state(seed):
             d, h = w1.shape
             assert x.dim() == 3 and x.shape[-1] == d and b1.shape == (h,) and w2.shape == (h, d) and b2.shape == (d,)
             assert x.dtype in (torch.float32, torch.float64)
-    names = set(block_checks.make_params(_core.generator(0), 8, 32))
+    names = set(block_checks.make_params(inputs.generator(0), 8, 32))
     for check in CHECKS["block"]:
         for x, params, n_head in recorded("block", check, seed):
             assert set(params) == names and x.dim() == 3 and x.shape[-1] % n_head == 0

@@ -60,7 +60,7 @@ def test_a_failed_value_check_renders_without_code_lines():
 def test_learner_lines_from_another_process_are_shown_as_plain_text():
     error = RuntimeError("boom")
     error.learner_where = ["  gelu, line 3 of its cell: \x1b[31mreturn\x1b[0m y", 7, "x" * 1000]
-    shown = grading._core.learner_lines(error)
+    shown = grading.messages.learner_lines(error)
     assert shown[0] == "  gelu, line 3 of its cell: [31mreturn[0m y"
     assert len(shown) == 2 and len(shown[1]) == 300
 

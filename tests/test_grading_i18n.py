@@ -12,7 +12,7 @@ import pytest
 
 import grading_submissions as S
 from andrea_ref import grading, i18n
-from andrea_ref.grading import _core
+from andrea_ref.grading import _core, messages
 from andrea_ref.grading.manifest import load
 from learner_functions import CHECKS, learner_function
 
@@ -127,7 +127,7 @@ def test_a_message_missing_from_the_catalog_falls_back_to_english(monkeypatch):
     mistake = ("b1 is never added (changing it changes nothing): the first layer is x @ w1 + b1.")
     assert mistake in catalog
     del catalog[mistake]
-    monkeypatch.setattr(_core, "_language_catalog", lambda language: catalog)
+    monkeypatch.setattr(messages, "_language_catalog", lambda language: catalog)
     case = next(c for c in CASES if c.student == "mlp_missing_bias")
     with pytest.raises(AssertionError) as info:
         grading.check_mlp_bias(learner_function(case))
@@ -141,7 +141,7 @@ def test_a_broken_catalog_or_lookup_never_changes_a_verdict(monkeypatch, capfd):
     monkeypatch.setenv("ANDREA_LANG", "de")
     bad = {"Likely mistake: {likely}": "Fehler: {wahrscheinlich}",
            "`{name}` does not match 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).": 42}
-    monkeypatch.setattr(_core, "_language_catalog", lambda language: bad)
+    monkeypatch.setattr(messages, "_language_catalog", lambda language: bad)
     case = next(c for c in CASES if c.student == "gelu_erf")
     fn = learner_function(case)
     with pytest.raises(AssertionError) as info:
@@ -152,7 +152,7 @@ def test_a_broken_catalog_or_lookup_never_changes_a_verdict(monkeypatch, capfd):
     def broken(language):
         raise RuntimeError("no catalog")
 
-    monkeypatch.setattr(_core, "_language_catalog", broken)
+    monkeypatch.setattr(messages, "_language_catalog", broken)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         grading.check_gelu_shape(fn)

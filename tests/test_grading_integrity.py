@@ -22,7 +22,7 @@ pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sa
 GRADE_ALL = """
 import contextlib, io, json, math, torch
 from andrea_ref import grading
-from andrea_ref.grading import _core
+from andrea_ref.grading import integrity
 from grading_answers import gelu, layer_norm
 
 def unbiased(x, gamma, beta, eps=1e-5):
@@ -33,7 +33,7 @@ def erf_gelu(x):
     return 0.5 * x * (1 + torch.erf(x / math.sqrt(2)))
 
 def outcome():
-    out = {"integrity": _core.integrity_problem()}
+    out = {"integrity": integrity.integrity_problem()}
     for name, fn, checks in (
             ("gelu", gelu, (grading.check_gelu_shape, grading.check_gelu_values, grading.check_gelu_extremes)),
             ("erf_gelu", erf_gelu, (grading.check_gelu_values,)),

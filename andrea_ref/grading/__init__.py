@@ -11,10 +11,10 @@ prints one line per property without raising (for the learner's self-checks).
 independent check's feedback page show it.
 
 The shared machinery (safe calls, forbidden-operation detection, comparisons) lives
-in :mod:`andrea_ref.grading._core`; see its docstring for what it defends against.
+in the modules :mod:`andrea_ref.grading._core` describes; see its docstring for what
+it defends against.
 """
-from . import _core
-from ._core import ERROR_NAME, GradingError, failure_lines
+from .messages import ERROR_NAME, GradingError, failure_lines
 from .block import (check_block_norms, check_block_residual, check_block_shape,
                     check_block_values, report_block)
 from .capstone import (check_sample_distribution, check_sample_greedy, check_sample_seed,

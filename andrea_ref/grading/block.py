@@ -37,13 +37,14 @@ import torch
 from ..attention import causal_self_attention as _attn
 from ..block import block as _reference
 from ..config import ModelConfig
+from ..i18n import N_
 from ..layernorm import layer_norm as _ln
 from ..mlp import mlp as _mlp
-from . import _core as C
-from ._core import N_, _
+from . import _core as C, compare, inputs, messages, runner, watch
+from .messages import _
 
 NAME = "block"
-FORBIDDEN = C.Forbidden(
+FORBIDDEN = watch.Forbidden(
     N_("in this notebook the block is wired from the provided layer_norm, "
        "causal_self_attention and mlp; andrea_ref.block and andrea_ref.Block are not allowed."),
     ref_files=("block.py", "model.py"),
@@ -56,15 +57,15 @@ def make_params(g, d, h, dtype=torch.float64):
     """Random parameters with the names of ``andrea_ref.Block``; everything non-trivial."""
     p = {}
     for ln in ("ln_1", "ln_2"):
-        p[f"{ln}.gamma"] = C.uniform(g, (d,), 0.5, 1.5)
-        p[f"{ln}.beta"] = C.normal(g, (d,), 0.3)
+        p[f"{ln}.gamma"] = inputs.uniform(g, (d,), 0.5, 1.5)
+        p[f"{ln}.beta"] = inputs.normal(g, (d,), 0.3)
     for n in ATTN:
         shape = (d, d) if n.startswith("w") else (d,)
-        p[f"attn.{n}"] = C.normal(g, shape, d ** -0.5 if n.startswith("w") else 0.1)
-    p["mlp.w1"] = C.normal(g, (d, h), d ** -0.5)
-    p["mlp.b1"] = C.normal(g, (h,), 0.1)
-    p["mlp.w2"] = C.normal(g, (h, d), h ** -0.5)
-    p["mlp.b2"] = C.normal(g, (d,), 0.1)
+        p[f"attn.{n}"] = inputs.normal(g, shape, d ** -0.5 if n.startswith("w") else 0.1)
+    p["mlp.w1"] = inputs.normal(g, (d, h), d ** -0.5)
+    p["mlp.b1"] = inputs.normal(g, (h,), 0.1)
+    p["mlp.w2"] = inputs.normal(g, (h, d), h ** -0.5)
+    p["mlp.b2"] = inputs.normal(g, (d,), 0.1)
     return {k: v.to(dtype) for k, v in p.items()}
 
 
@@ -73,13 +74,13 @@ def _config(d, h, n_head):
 
 
 def _run(fn, x, params, n_head):
-    out = C.call(fn, C.copy_args((x, params, n_head)), name=NAME, forbidden=FORBIDDEN)
-    return C.values_result(out, name=NAME, shape=x.shape)
+    out = C.call(fn, inputs.copy_args((x, params, n_head)), name=NAME, forbidden=FORBIDDEN)
+    return compare.values_result(out, name=NAME, shape=x.shape)
 
 
 def _variants(x, p, n_head):
-    x = C.f64(x)
-    p = {k: C.f64(v) for k, v in p.items()}
+    x = compare.f64(x)
+    p = {k: compare.f64(v) for k, v in p.items()}
     d, h = p["mlp.w1"].shape
     cfg = _config(d, h, n_head)
     ln = lambda name, t: _ln(t, p[f"{name}.gamma"], p[f"{name}.beta"])  # noqa: E731
@@ -163,20 +164,20 @@ _SIZES = ((2, 5, 8, 32, 2), (1, 7, 12, 20, 3))  # batch, seq, d_model, mlp_dim, 
 
 
 def _cases(seed, dtypes=(torch.float64, torch.float32)):
-    g = C.generator(seed)
-    for device in C.devices():
+    g = inputs.generator(seed)
+    for device in inputs.devices():
         for dtype in dtypes:
             for b, t, d, h, n_head in _SIZES:
-                x = C.normal(g, (b, t, d), 1.5, 0.5)
+                x = inputs.normal(g, (b, t, d), 1.5, 0.5)
                 p = make_params(g, d, h)
                 on = {k: v.to(device=device, dtype=dtype) for k, v in p.items()}
                 yield device, dtype, x.to(device=device, dtype=dtype), on, n_head
 
 
 def _diagnosis_inputs(seed, device, dtype):
-    g = C.generator(seed + 99)
+    g = inputs.generator(seed + 99)
     b, t, d, h, n_head = _SIZES[0]
-    x = C.normal(g, (b, t, d), 1.5, 0.5).to(device=device, dtype=dtype)
+    x = inputs.normal(g, (b, t, d), 1.5, 0.5).to(device=device, dtype=dtype)
     p = {k: v.to(device=device, dtype=dtype) for k, v in make_params(g, d, h).items()}
     return x, p, n_head
 
@@ -188,7 +189,7 @@ def _diagnosis(fn, seed, device, dtype):
         out = _run(fn, x, p, n_head)
     except AssertionError:
         return None
-    return C.diagnose(out, _variants(x, p, n_head), C.tol_for(dtype, result=out), None)
+    return compare.diagnose(out, _variants(x, p, n_head), compare.tol_for(dtype, result=out), None)
 
 
 def _switched_off(p):
@@ -199,14 +200,14 @@ def _switched_off(p):
 
 
 def _norms_inputs(seed):
-    g = C.generator(seed + 2)
+    g = inputs.generator(seed + 2)
     for device, dtype, x, p, n_head in _cases(seed + 2, dtypes=(torch.float64,)):
         d = x.shape[-1]
         changed = {}
         for name in ("ln_1", "ln_2"):
             q = dict(p)
-            q[f"{name}.gamma"] = C.uniform(g, (d,), 1.5, 2.5).to(device)
-            q[f"{name}.beta"] = C.normal(g, (d,), 1.0, 1.0).to(device)
+            q[f"{name}.gamma"] = inputs.uniform(g, (d,), 1.5, 2.5).to(device)
+            q[f"{name}.beta"] = inputs.normal(g, (d,), 1.0, 1.0).to(device)
             changed[name] = q
         yield device, x, p, n_head, changed
 
@@ -227,45 +228,45 @@ def _all_inputs(seed):
         yield x, p, n_head
 
 
-@C.graded
+@runner.graded
 def check_block_shape(fn, seed=0):
     """block returns a new [batch, seq, d_model] tensor with x's dtype and device; x and params unchanged."""
     for device, dtype, x, p, n_head in _cases(seed):
-        out = C.call(fn, C.copy_args((x, p, n_head)), name=NAME, forbidden=FORBIDDEN)
-        C.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
-        C.check_new_result(fn, C.copy_args((x, p, n_head)), C.copy_args((x * 0.5 + 0.25, p, n_head)),
-                           name=NAME, forbidden=FORBIDDEN)
-    C.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=("x", "params", "n_head"),
-                        advice=_("Write x = x + ..., not x += ...: the caller's tensors (x and every entry "
-                                 "of params) must stay as they were, and params keeps its keys."))
+        out = C.call(fn, inputs.copy_args((x, p, n_head)), name=NAME, forbidden=FORBIDDEN)
+        compare.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
+        inputs.check_new_result(fn, inputs.copy_args((x, p, n_head)), inputs.copy_args((x * 0.5 + 0.25, p, n_head)),
+                                name=NAME, forbidden=FORBIDDEN)
+    inputs.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=("x", "params", "n_head"),
+                             advice=_("Write x = x + ..., not x += ...: the caller's tensors (x and every entry "
+                                      "of params) must stay as they were, and params keeps its keys."))
 
 
-@C.graded
+@runner.graded
 def check_block_residual(fn, seed=0):
     """Pre-norm residual stream: with both sublayers switched off the block returns x."""
     for device, dtype, x, p, n_head in _cases(seed + 1):
         out = _run(fn, x, _switched_off(p), n_head)
-        tol = C.tol_for(dtype, result=out)
-        if C.close(out, x, tol):
+        tol = compare.tol_for(dtype, result=out)
+        if compare.close(out, x, tol):
             # and the sublayers, switched on, do reach it: x alone is no residual stream
-            if not C.close(_run(fn, x, p, n_head), x, (1e-3, 1e-3)):
+            if not compare.close(_run(fn, x, p, n_head), x, (1e-3, 1e-3)):
                 continue
-            C.fail(
+            messages.fail(
                 _("With random parameters `{name}` returns x unchanged: the sublayers' outputs never reach "
                   "the residual stream.").format(name=NAME),
                 _("x {shape}, {dtype}, on {device}.").format(shape=tuple(x.shape), dtype=dtype, device=device),
             )
         likely = _diagnosis(fn, seed + 1, device, dtype)
-        C.fail(
+        messages.fail(
             _("With the output projections attn.w_o, attn.b_o, mlp.w2 and mlp.b2 set to zero both "
               "sublayers add nothing, so a pre-norm block must return x unchanged."),
             _("x {shape}, {dtype}, on {device}: {mismatch}.").format(
-                shape=tuple(x.shape), dtype=dtype, device=device, mismatch=C.mismatch(out, x, tol)),
+                shape=tuple(x.shape), dtype=dtype, device=device, mismatch=compare.mismatch(out, x, tol)),
             likely,
         )
 
 
-@C.graded
+@runner.graded
 def check_block_norms(fn, seed=0):
     """Each sublayer has its own LayerNorm: ln_1 and ln_2 both shape the output."""
     for device, x, p, n_head, changed in _norms_inputs(seed):
@@ -273,14 +274,14 @@ def check_block_norms(fn, seed=0):
         base = _run(fn, x, p, n_head)
         for name, q in changed.items():
             out = _run(fn, x, q, n_head)
-            if not (C.all_finite(base) and C.all_finite(out)):
-                C.fail(_("`{name}` returned nan or inf for ordinary input.").format(name=NAME), where)
-            if C.close(out, base, (1e-4, 1e-4)):
+            if not (compare.all_finite(base) and compare.all_finite(out)):
+                messages.fail(_("`{name}` returned nan or inf for ordinary input.").format(name=NAME), where)
+            if compare.close(out, base, (1e-4, 1e-4)):
                 unused = (_("{norm} is never used: the attention sublayer normalises its input with its own "
                             "parameters, params['{norm}.gamma'] and params['{norm}.beta'].") if name == "ln_1" else
                           _("{norm} is never used: the MLP sublayer normalises its input with its own "
                             "parameters, params['{norm}.gamma'] and params['{norm}.beta'].")).format(norm=name)
-                C.fail(
+                messages.fail(
                     _("Changing {norm}.gamma and {norm}.beta does not change the block's output.").format(
                         norm=name),
                     where,
@@ -288,22 +289,22 @@ def check_block_norms(fn, seed=0):
                 )
 
 
-@C.graded
+@runner.graded
 def check_block_values(fn, seed=0):
     """The whole pre-norm block matches the reference on random parameters."""
     for device, dtype, x, p, n_head in _cases(seed + 3):
         out = _run(fn, x, p, n_head)
         cfg = _config(x.shape[-1], p["mlp.w1"].shape[1], n_head)
-        want = _reference(C.f64(x), {k: C.f64(v) for k, v in p.items()}, cfg)
-        tol = C.tol_for(dtype, result=out)
-        if C.close(out, want, tol):
+        want = _reference(compare.f64(x), {k: compare.f64(v) for k, v in p.items()}, cfg)
+        tol = compare.tol_for(dtype, result=out)
+        if compare.close(out, want, tol):
             continue
-        C.fail(
+        messages.fail(
             _("`{name}` should return h + mlp(ln_2(h)) with h = x + attention(ln_1(x)).").format(name=NAME),
             _("x {shape}, n_head = {n_head}, {dtype}, on {device}: {mismatch}.").format(
                 shape=tuple(x.shape), n_head=n_head, dtype=dtype, device=device,
-                mismatch=C.mismatch(out, want, tol)),
-            C.diagnose(out, _variants(x, p, n_head), tol, None),
+                mismatch=compare.mismatch(out, want, tol)),
+            compare.diagnose(out, _variants(x, p, n_head), tol, None),
         )
 
 
@@ -328,4 +329,4 @@ PROPERTIES = (
 
 def report_block(fn):
     """Print which properties of ``fn`` hold (never raises): for self-checks."""
-    return C.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)
+    return runner.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)

@@ -51,30 +51,31 @@ import torch.nn.functional as F
 from ..block import block as _block
 from ..config import tiny_config
 from ..corpus import get_windows, load_corpus, unigram_loss
+from ..i18n import N_
 from ..layernorm import layer_norm as _ln
 from ..model import config_from_params, forward_from_params, init_params
 from ..train import fixed_windows
-from . import _core as C
-from ._core import N_, _
+from . import _core as C, captured, compare, inputs, messages, runner, watch
 from .block import make_params as _block_params
+from .messages import _
 
 TINY, TRAIN, SAMPLE = "andrea_tiny", "train", "sample_next"
 
-FORBIDDEN = C.Forbidden(
+FORBIDDEN = watch.Forbidden(
     N_("in this notebook the model is assembled from the embeddings, the blocks and the final "
        "LayerNorm; andrea_ref's model (model_forward, forward_from_params, AndreaModel) is not allowed."),
     ref_files=("model.py", "trace.py", "experiments.py", "ladder.py", "museum.py", "train.py"),
 )
-FORBIDDEN_TRAIN = C.Forbidden(
+FORBIDDEN_TRAIN = watch.Forbidden(
     N_("in this notebook the training loop is written by hand; andrea_ref's training code "
        "(andrea_ref.train, the book's experiments) is not allowed."),
     ref_files=("train.py", "experiments.py", "ladder.py", "museum.py"),
 )
-FORBIDDEN_SAMPLE = C.Forbidden(
+FORBIDDEN_SAMPLE = watch.Forbidden(
     N_("in this notebook sampling is written by hand; andrea_ref.sampling is not allowed."),
     ref_files=("sampling.py",),
 )
-# The model the train checks hand to the learner's train (a PROVIDED function of _core).
+# The model the train checks hand to the learner's train (a PROVIDED function of watch).
 FORWARD = forward_from_params
 
 _ADVICE = N_("A function must leave its inputs as they were; in-place ops are fine on tensors you "
@@ -90,11 +91,11 @@ _TINY_CASES = ((11, 8, 2, 2, 20, 11, 2, 7), (6, 12, 3, 3, 24, 6, 1, 6), (10, 8, 
 
 def model_params(g, vocab, d, n_layer, mlp_dim, context):
     """Random parameters of an ``AndreaModel`` (float64, CPU), none of them trivial."""
-    p = {"token_embed": C.normal(g, (vocab, d), 0.7), "position_embed": C.normal(g, (context, d), 0.7)}
+    p = {"token_embed": inputs.normal(g, (vocab, d), 0.7), "position_embed": inputs.normal(g, (context, d), 0.7)}
     for i in range(n_layer):
         p.update({f"blocks.{i}.{k}": v for k, v in _block_params(g, d, mlp_dim).items()})
-    p["ln_f.gamma"] = C.uniform(g, (d,), 0.5, 1.5)
-    p["ln_f.beta"] = C.normal(g, (d,), 0.3)
+    p["ln_f.gamma"] = inputs.uniform(g, (d,), 0.5, 1.5)
+    p["ln_f.beta"] = inputs.normal(g, (d,), 0.3)
     return p
 
 
@@ -104,7 +105,7 @@ def _ids(g, vocab, shape):
 
 def _tiny_inputs(seed):
     """(dtype, token_ids, params, n_head) for every case, float64 then float32."""
-    g = C.generator(seed + 11)
+    g = inputs.generator(seed + 11)
     for vocab, d, n_head, n_layer, mlp_dim, context, batch, seq in _TINY_CASES:
         p = model_params(g, vocab, d, n_layer, mlp_dim, context)
         ids = _ids(g, vocab, (batch, seq))
@@ -133,7 +134,7 @@ def _tiny_hint(error, where, args):
 
 def _tiny_variants(ids, p, n_head):
     """(likely mistake, its logits) of the classic assembly mistakes, in float64."""
-    p = {k: C.f64(v) for k, v in p.items()}
+    p = {k: compare.f64(v) for k, v in p.items()}
     cfg = config_from_params(p, n_head)
     seq, n = ids.shape[1], cfg.n_layer
     tok, pos = p["token_embed"][ids], p["position_embed"][:seq]
@@ -185,38 +186,39 @@ def _tiny_where(dtype, ids, params):
         blocks=n, shape=tuple(ids.shape), dtype=dtype)
 
 
-@C.governed(FORBIDDEN)
-@C.graded
+@watch.governed(FORBIDDEN)
+@runner.graded
 def check_tiny_shape(fn, seed=0):
     """andrea_tiny returns a new [batch, seq_len, vocab] tensor in the parameters' dtype, inputs unchanged."""
-    inputs = list(_tiny_inputs(seed))
-    for dtype, ids, params, n_head in inputs:
-        out = C.call(fn, C.copy_args((ids, params, n_head)), name=TINY, forbidden=FORBIDDEN, hint=_tiny_hint)
+    cases = list(_tiny_inputs(seed))
+    for dtype, ids, params, n_head in cases:
+        out = C.call(fn, inputs.copy_args((ids, params, n_head)), name=TINY, forbidden=FORBIDDEN, hint=_tiny_hint)
         shape = (*ids.shape, params["token_embed"].shape[0])
-        C.check_result(out, name=TINY, shape=shape, dtype=dtype, device=ids.device)
-    _dtype, ids, params, n_head = inputs[0]
-    C.check_new_result(fn, C.copy_args((ids, params, n_head)), C.copy_args((ids.flip(1), params, n_head)),
-                       name=TINY, forbidden=FORBIDDEN, hint=_tiny_hint)
-    C.inputs_left_alone(fn, ((ids, params, n_head) for _d, ids, params, n_head in inputs), name=TINY,
-                        labels=("token_ids", "params", "n_head"), advice=_(_ADVICE), hint=_tiny_hint)
+        compare.check_result(out, name=TINY, shape=shape, dtype=dtype, device=ids.device)
+    _dtype, ids, params, n_head = cases[0]
+    inputs.check_new_result(fn, inputs.copy_args((ids, params, n_head)),
+                            inputs.copy_args((ids.flip(1), params, n_head)),
+                            name=TINY, forbidden=FORBIDDEN, hint=_tiny_hint)
+    inputs.inputs_left_alone(fn, ((ids, params, n_head) for _d, ids, params, n_head in cases), name=TINY,
+                             labels=("token_ids", "params", "n_head"), advice=_(_ADVICE), hint=_tiny_hint)
 
 
-@C.governed(FORBIDDEN)
-@C.graded
+@watch.governed(FORBIDDEN)
+@runner.graded
 def check_tiny_values(fn, seed=0):
     """andrea_tiny gives the reference model's logits with the same weights: embeddings, every block in order, ln_f, tied unembedding."""
     for dtype, ids, params, n_head in _tiny_inputs(seed):
-        out = C.call(fn, C.copy_args((ids, params, n_head)), name=TINY, forbidden=FORBIDDEN, hint=_tiny_hint)
-        out = C.values_result(out, name=TINY, shape=(*ids.shape, params["token_embed"].shape[0]))
-        want = forward_from_params(ids, {k: C.f64(v) for k, v in params.items()}, n_head)
-        tol = C.tol_for(dtype, result=out)
-        if C.close(out, want, tol):
+        out = C.call(fn, inputs.copy_args((ids, params, n_head)), name=TINY, forbidden=FORBIDDEN, hint=_tiny_hint)
+        out = compare.values_result(out, name=TINY, shape=(*ids.shape, params["token_embed"].shape[0]))
+        want = forward_from_params(ids, {k: compare.f64(v) for k, v in params.items()}, n_head)
+        tol = compare.tol_for(dtype, result=out)
+        if compare.close(out, want, tol):
             continue
         near = (max(tol[0], 1e-6), max(tol[1], 1e-6))
-        C.fail(_("`{name}` does not give the reference model's logits for the same weights.").format(name=TINY),
-               _("{where}: {mismatch}.").format(where=_tiny_where(dtype, ids, params),
-                                                mismatch=C.mismatch(out, want, tol)),
-               C.diagnose(out, _tiny_variants(ids, params, n_head), near, None))
+        messages.fail(_("`{name}` does not give the reference model's logits for the same weights.").format(name=TINY),
+                      _("{where}: {mismatch}.").format(where=_tiny_where(dtype, ids, params),
+                                                       mismatch=compare.mismatch(out, want, tol)),
+                      compare.diagnose(out, _tiny_variants(ids, params, n_head), near, None))
 
 
 # --------------------------------------------------------------------------- training
@@ -228,7 +230,7 @@ def _train_setup(seed, model, steps, batch):
     """(params, batches, n_head): float64 parameters of a small model and ``steps`` batches of
     ``batch`` windows of context + 1 token ids."""
     vocab, d, n_head, n_layer, mlp_dim, context = model
-    g = C.generator(seed + 23)
+    g = inputs.generator(seed + 23)
     params = model_params(g, vocab, d, n_layer, mlp_dim, context)
     return params, _ids(g, vocab, (steps, batch, context + 1)), n_head
 
@@ -241,7 +243,7 @@ def cross_entropy(forward, params, window, n_head):
 
 
 def _loss_variants(params, window, n_head):
-    p = {k: C.f64(v) for k, v in params.items()}
+    p = {k: compare.f64(v) for k, v in params.items()}
     x, y = window[:, :-1], window[:, 1:]
     logits = forward_from_params(x, p, n_head)
     flat, target = logits.reshape(-1, logits.shape[-1]), y.reshape(-1)
@@ -278,40 +280,41 @@ def _losses(out, steps):
     """The learner's losses as float64 of shape [steps] (a trailing 1 allowed)."""
     if isinstance(out, torch.Tensor) and out.dim() == 2 and out.shape[-1] == 1:
         out = out.reshape(-1)
-    return C.values_result(out, name=TRAIN, shape=(steps,))
+    return compare.values_result(out, name=TRAIN, shape=(steps,))
 
 
-@C.governed(FORBIDDEN_TRAIN)
-@C.graded
+@watch.governed(FORBIDDEN_TRAIN)
+@runner.graded
 def check_train_loss(fn, seed=0):
     """train returns one loss per batch, the first the mean cross-entropy of the next token under the initial parameters."""
     params, batches, n_head = _train_setup(seed, _LOSS_MODEL, 2, 3)
     for steps in (1, 2):
         keep = batches[:steps].clone()
-        out = C.call(fn, (FORWARD, C.copy_args((params,))[0], keep, 0.1, n_head), name=TRAIN,
+        out = C.call(fn, (FORWARD, inputs.copy_args((params,))[0], keep, 0.1, n_head), name=TRAIN,
                      forbidden=FORBIDDEN_TRAIN, hint=_train_hint)
-        if not C.same(keep, batches[:steps]):
-            C.fail_changed(TRAIN, "batches", _(_ADVICE))
+        if not compare.same(keep, batches[:steps]):
+            inputs.fail_changed(TRAIN, "batches", _(_ADVICE))
         losses = _losses(out, steps)
         want = cross_entropy(forward_from_params, params, batches[0], n_head)
-        tol = C.tol_for(torch.float64, result=losses)
-        first = C._reshape(C.f64(losses), (-1,))[:1]
-        if C.close(first, want.reshape(1), tol):
+        tol = compare.tol_for(torch.float64, result=losses)
+        first = captured.reshape(compare.f64(losses), (-1,))[:1]
+        if compare.close(first, want.reshape(1), tol):
             continue
         near = (max(tol[0], 1e-6), max(tol[1], 1e-6))
         variants = [(label, (lambda compute=compute: compute().reshape(1))) for label, compute in
                     _loss_variants(params, batches[0], n_head)]
-        C.fail(_("The first loss `{name}` returns is not the mean cross-entropy of the next token under the "
-                 "initial parameters.").format(name=TRAIN),
-               _("{steps} batch(es) of shape {shape}: {mismatch}.").format(
-                   steps=steps, shape=tuple(batches.shape[1:]), mismatch=C.mismatch(first, want.reshape(1), tol)),
-               C.diagnose(first, variants, near, None))
+        messages.fail(_("The first loss `{name}` returns is not the mean cross-entropy of the next token under the "
+                        "initial parameters.").format(name=TRAIN),
+                      _("{steps} batch(es) of shape {shape}: {mismatch}.").format(
+                          steps=steps, shape=tuple(batches.shape[1:]),
+                          mismatch=compare.mismatch(first, want.reshape(1), tol)),
+                      compare.diagnose(first, variants, near, None))
 
 
 def reference_steps(params, batches, lr, n_head, *, ascent=False, accumulate=False, momentum=0.0):
     """The parameters after one step of gradient descent per batch (float64): the
     reference, and the classic variants of the update the diagnosis compares with."""
-    p = {k: C.f64(v).clone() for k, v in params.items()}
+    p = {k: compare.f64(v).clone() for k, v in params.items()}
     total = {k: torch.zeros_like(v) for k, v in p.items()}
     velocity = {k: torch.zeros_like(v) for k, v in p.items()}
     for window in batches:
@@ -337,26 +340,26 @@ STEPS_PER_CALL = 50
 
 def _after(fn, params, batches, lr, n_head):
     """``params`` as the learner's train leaves them (a fresh copy is passed)."""
-    passed = C.copy_args((params,))[0]
+    passed = inputs.copy_args((params,))[0]
     keep = batches.clone()
     C.call(fn, (FORWARD, passed, keep, lr, n_head), name=TRAIN, forbidden=FORBIDDEN_TRAIN, hint=_train_hint,
            work=max(1.0, len(batches) / STEPS_PER_CALL))
-    if not C.same(keep, batches):
-        C.fail_changed(TRAIN, "batches", _(_ADVICE))
+    if not compare.same(keep, batches):
+        inputs.fail_changed(TRAIN, "batches", _(_ADVICE))
     if sorted(map(str, passed)) != sorted(params):
-        C.fail(_("After `{name}`, params holds other names than before.").format(name=TRAIN),
-               _("train updates the tensors params holds; it neither adds nor removes any."))
+        messages.fail(_("After `{name}`, params holds other names than before.").format(name=TRAIN),
+                      _("train updates the tensors params holds; it neither adds nor removes any."))
     for k, v in passed.items():
         if not isinstance(v, torch.Tensor) or tuple(v.shape) != tuple(params[k].shape):
-            C.fail(_("After `{name}`, params[{key}] is no longer a tensor of shape {shape}.").format(
+            messages.fail(_("After `{name}`, params[{key}] is no longer a tensor of shape {shape}.").format(
                 name=TRAIN, key=repr(k), shape=tuple(params[k].shape)), _(_ADVICE))
-    return {k: C.f64(v) for k, v in passed.items()}
+    return {k: compare.f64(v) for k, v in passed.items()}
 
 
 def _worst(got, want, tol):
     """(name, mismatch) of the parameter furthest from ``want``, or None if all are close."""
     for k in want:
-        m = C.mismatch(got[k], want[k], tol)
+        m = compare.mismatch(got[k], want[k], tol)
         if m is not None:
             return k, m
     return None
@@ -365,38 +368,38 @@ def _worst(got, want, tol):
 def _step_message(before, after, want, grads, lr, positions):
     """What one step did, named only when it is what a known slip computes (``want``: the
     reference's step; ``positions``: the batch's batch x seq_len scored positions)."""
-    unchanged = [k for k in before if C.same(before[k], after[k])]
+    unchanged = [k for k in before if compare.same(before[k], after[k])]
     if len(unchanged) == len(before):
         return _("params did not change: train must update the tensors params holds (in place, "
                  "p -= lr * p.grad under torch.no_grad(), or by putting the new tensors into the dict).")
-    moved = [k for k in unchanged if not C.close(want[k], before[k], C.FLOAT64_TOL)]
+    moved = [k for k in unchanged if not compare.close(want[k], before[k], compare.FLOAT64_TOL)]
     if moved:
         return _("these parameters never change: {names}. Every tensor in params is trained, the embeddings "
                  "and ln_f included.").format(names=", ".join(moved[:6]))
     step = torch.cat([(after[k] - before[k]).reshape(-1) for k in before])
     grad = torch.cat([grads[k].reshape(-1) for k in before])
-    if C.close(step, -lr * grad / (grad.abs() + 1e-8), (1e-3, 1e-7)):
+    if compare.close(step, -lr * grad / (grad.abs() + 1e-8), (1e-3, 1e-7)):
         return _("the step is Adam's (each parameter moves by about lr, whatever its gradient): here each step "
                  "is plain gradient descent, p - lr * grad.")
     scale = float(-(step @ grad) / (grad @ grad))
-    if C.close(step, -scale * grad, (1e-6, 1e-9)) and abs(scale - lr) > 1e-6 * abs(lr):
+    if compare.close(step, -scale * grad, (1e-6, 1e-9)) and abs(scale - lr) > 1e-6 * abs(lr):
         if abs(scale + lr) <= 1e-6 * abs(lr):
             return _("the step goes uphill: p + lr * grad; gradient descent subtracts, p - lr * grad.")
         if abs(scale - lr * positions) <= 1e-6 * abs(lr * positions):
             return _("each step is {n} times too large, the number of scored positions (batch x seq_len): the loss "
                      "is summed over the positions; it is their mean.").format(n=positions)
         return _("each step moves the parameters by {scale} times the gradient, not lr = {lr}: use the "
-                 "lr argument.").format(scale=C.number(scale, ".6g"), lr=C.number(lr, ".6g"))
+                 "lr argument.").format(scale=messages.number(scale, ".6g"), lr=messages.number(lr, ".6g"))
     return None
 
 
-@C.governed(FORBIDDEN_TRAIN)
-@C.graded
+@watch.governed(FORBIDDEN_TRAIN)
+@runner.graded
 def check_train_update(fn, seed=0):
     """train changes every parameter by one step of gradient descent per batch, p <- p - lr * dloss/dp."""
     params, batches, n_head = _train_setup(seed, _STEP_MODEL, 3, 4)
-    lr = float(C.uniform(C.generator(seed + 29), (1,), 0.05, 0.5)[0])
-    tol = C.FLOAT64_TOL
+    lr = float(inputs.uniform(inputs.generator(seed + 29), (1,), 0.05, 0.5)[0])
+    tol = compare.FLOAT64_TOL
     for steps in (1, 3):
         got = _after(fn, params, batches[:steps], lr, n_head)
         want = reference_steps(params, batches[:steps], lr, n_head)
@@ -404,11 +407,11 @@ def check_train_update(fn, seed=0):
         if worst is None:
             continue
         if steps == 1:
-            leaves = {k: C.f64(v).clone().requires_grad_(True) for k, v in params.items()}
+            leaves = {k: compare.f64(v).clone().requires_grad_(True) for k, v in params.items()}
             loss = cross_entropy(forward_from_params, leaves, batches[0], n_head)
             grads = dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values()))))
             positions = batches.shape[1] * (batches.shape[2] - 1)
-            likely = _step_message({k: C.f64(v) for k, v in params.items()}, got, want, grads, lr, positions)
+            likely = _step_message({k: compare.f64(v) for k, v in params.items()}, got, want, grads, lr, positions)
         else:
             likely = None
             for label, kwargs in (
@@ -420,9 +423,9 @@ def check_train_update(fn, seed=0):
                 if _worst(got, reference_steps(params, batches[:steps], lr, n_head, **kwargs), (1e-6, 1e-6)) is None:
                     likely = label
                     break
-        C.fail(_("After {steps} step(s) with lr = {lr}, params is not what gradient descent gives.").format(
-                   steps=steps, lr=C.number(lr, ".4g")),
-               _("params[{key}]: {mismatch}.").format(key=repr(worst[0]), mismatch=worst[1]), likely)
+        messages.fail(_("After {steps} step(s) with lr = {lr}, params is not what gradient descent gives.").format(
+                          steps=steps, lr=messages.number(lr, ".4g")),
+                      _("params[{key}]: {mismatch}.").format(key=repr(worst[0]), mismatch=worst[1]), likely)
 
 
 # ANDREA-tiny on Tiny Shakespeare: what check_train_learns trains (one block, 150 steps)
@@ -436,7 +439,7 @@ def learning_task(seed):
     corpus = load_corpus()
     cfg = tiny_config(corpus.vocab_size)
     params = init_params(cfg, seed)
-    g = C.generator(seed + 31)
+    g = inputs.generator(seed + 31)
     batches = torch.stack([get_windows(corpus.train, LEARN_BATCH, cfg.context_length + 1, g)
                            for _step in range(LEARN_STEPS)])
     baseline = unigram_loss(corpus.train, corpus.val)
@@ -451,8 +454,8 @@ def validation_loss(params, windows, n_head=tiny_config(1).n_head):
     return float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)))
 
 
-@C.governed(FORBIDDEN_TRAIN)
-@C.graded
+@watch.governed(FORBIDDEN_TRAIN)
+@runner.graded
 def check_train_learns(fn, seed=0):
     """train teaches ANDREA-tiny: 150 steps on Tiny Shakespeare bring its validation loss below the unigram baseline minus 0.25 nats."""
     params, batches, baseline, val = learning_task(seed)
@@ -462,7 +465,7 @@ def check_train_learns(fn, seed=0):
     bound = baseline - LEARN_MARGIN
     if math.isfinite(after) and after < bound:
         return
-    if all(C.same(C.f64(params[k]), got[k]) for k in params):
+    if all(compare.same(compare.f64(params[k]), got[k]) for k in params):
         likely = _("params did not change: train must update the tensors params holds (in place, "
                    "p -= lr * p.grad under torch.no_grad(), or by putting the new tensors into the dict).")
         state = _("Before training it was {before}.")
@@ -471,17 +474,18 @@ def check_train_learns(fn, seed=0):
         # themselves (check_train_update) names the slip where it can, this one does not guess
         likely = None
         state = (_("Before training it was {before}; the trained parameters hold nan or inf.")
-                 if not all(C.all_finite(v) for v in got.values()) else
+                 if not all(compare.all_finite(v) for v in got.values()) else
                  _("Before training it was {before}; the loss rose.") if after > before else
                  _("Before training it was {before}."))
-    C.fail(_("After {steps} steps (batches of {batch}, lr = {lr}), ANDREA-tiny's validation loss is "
-             "{after} nats per character; it must be below {bound} (the unigram baseline {baseline} minus "
-             "{margin}).").format(steps=LEARN_STEPS, batch=LEARN_BATCH, lr=C.number(LEARN_LR),
-                                  after=C.number(after, ".4g"), bound=C.number(bound, ".4g"),
-                                  baseline=C.number(baseline, ".4g"), margin=C.number(LEARN_MARGIN)),
-           state.format(before=C.number(before, ".4g")) + " " +
-           _("The check of the steps themselves (train's previous graded cell) shows where they differ from "
-             "gradient descent."), likely)
+    messages.fail(_("After {steps} steps (batches of {batch}, lr = {lr}), ANDREA-tiny's validation loss is "
+                    "{after} nats per character; it must be below {bound} (the unigram baseline {baseline} minus "
+                    "{margin}).").format(steps=LEARN_STEPS, batch=LEARN_BATCH, lr=messages.number(LEARN_LR),
+                                         after=messages.number(after, ".4g"), bound=messages.number(bound, ".4g"),
+                                         baseline=messages.number(baseline, ".4g"),
+                                         margin=messages.number(LEARN_MARGIN)),
+                  state.format(before=messages.number(before, ".4g")) + " " +
+                  _("The check of the steps themselves (train's previous graded cell) shows where they differ from "
+                    "gradient descent."), likely)
 
 
 # --------------------------------------------------------------------------- sampling
@@ -492,16 +496,16 @@ TEMPERATURES = (1.0, 0.5, 2.0)
 
 def _fixed_logits(seed):
     """The distribution checks' logits: fixed values (one of them -inf) in a seeded order."""
-    order = C.permutation(C.generator(seed + 41), len(_LOGIT_VALUES))
+    order = inputs.permutation(inputs.generator(seed + 41), len(_LOGIT_VALUES))
     return torch.tensor(_LOGIT_VALUES, dtype=torch.float64, device="cpu")[order]
 
 
 def _greedy_inputs(seed):
     """(dtype, logits) with equal maxima planted in some rows and -inf in others."""
-    g = C.generator(seed + 37)
+    g = inputs.generator(seed + 37)
     for dtype in (torch.float32, torch.float64):
-        logits = C.normal(g, (64, 9), 2.0)
-        cols = C.permutation(g, 9)
+        logits = inputs.normal(g, (64, 9), 2.0)
+        cols = inputs.permutation(g, 9)
         for r in range(0, 64, 4):  # every fourth row: its maximum twice
             top = float(logits[r].max()) + 1.0
             logits[r, cols[r % 9]] = top
@@ -524,36 +528,36 @@ def _ids_result(out, rows, vocab, *, strict):
     shape [rows] or [rows, 1]."""
     if not strict and type(out) is torch.Tensor and out.dim() == 2 and out.shape[-1] == 1:
         out = out.reshape(-1)
-    out = C._plain_tensor(out, name=SAMPLE, shape=(rows,))
+    out = compare.plain_tensor(out, name=SAMPLE, shape=(rows,))
     if out.dtype.is_floating_point or out.dtype == torch.bool or out.is_complex():
-        C.fail(_("`{name}` returned a tensor of dtype {dtype}; token ids are integers (torch.long).").format(
+        messages.fail(_("`{name}` returned a tensor of dtype {dtype}; token ids are integers (torch.long).").format(
             name=SAMPLE, dtype=out.dtype), _("Return the ids themselves, e.g. what torch.multinomial gives."))
     if strict and out.dtype != torch.int64:
-        C.fail(_("`{name}` returned dtype {dtype}; token ids are int64 (torch.long).").format(
+        messages.fail(_("`{name}` returned dtype {dtype}; token ids are int64 (torch.long).").format(
             name=SAMPLE, dtype=out.dtype), _("torch.argmax and torch.multinomial give int64 already."))
-    ids = C._clone(C._detach(out)).to(device="cpu", dtype=torch.int64)
+    ids = captured.clone(captured.detach(out)).to(device="cpu", dtype=torch.int64)
     if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab):
-        C.fail(_("`{name}` returned ids outside 0 .. {last}.").format(name=SAMPLE, last=vocab - 1),
-               _("There is one id per row, an index into the row's {vocab} logits.").format(vocab=vocab))
+        messages.fail(_("`{name}` returned ids outside 0 .. {last}.").format(name=SAMPLE, last=vocab - 1),
+                      _("There is one id per row, an index into the row's {vocab} logits.").format(vocab=vocab))
     return ids
 
 
 def _call_sampler(fn, logits, temperature, seed, *, strict=False):
-    out = C.call(fn, (C._clone(logits), temperature, seed), name=SAMPLE, forbidden=FORBIDDEN_SAMPLE)
+    out = C.call(fn, (captured.clone(logits), temperature, seed), name=SAMPLE, forbidden=FORBIDDEN_SAMPLE)
     return _ids_result(out, logits.shape[0], logits.shape[1], strict=strict)
 
 
-@C.governed(FORBIDDEN_SAMPLE)
-@C.graded
+@watch.governed(FORBIDDEN_SAMPLE)
+@runner.graded
 def check_sample_greedy(fn, seed=0):
     """sample_next returns one int64 id per row, logits unchanged; at temperature 0 the argmax (the first of equal maxima)."""
     for dtype, logits in _greedy_inputs(seed):
-        want = C.f64(logits).argmax(dim=-1)
+        want = compare.f64(logits).argmax(dim=-1)
         draws = [_call_sampler(fn, logits, 0.0, s, strict=True) for s in (seed, seed + 1)]
         for s, got in zip((seed, seed + 1), draws):
             if torch.equal(got, want):
                 continue
-            x = C.f64(logits)
+            x = compare.f64(logits)
             first_max = x == x.max(dim=-1, keepdim=True).values
             last = (first_max.shape[-1] - 1) - first_max.flip(-1).to(torch.int64).argmax(dim=-1)
             likely = None
@@ -565,12 +569,12 @@ def check_sample_greedy(fn, seed=0):
             elif torch.equal(got, last):
                 likely = _("of equal maxima the last is taken; torch.argmax takes the first.")
             row = int((got != want).nonzero()[0, 0])
-            C.fail(_("At temperature 0, `{name}` must return each row's argmax.").format(name=SAMPLE),
-                   _("{dtype}, seed {seed}: row {row} got {got}, expected {expected}.").format(
+            messages.fail(_("At temperature 0, `{name}` must return each row's argmax.").format(name=SAMPLE),
+                          _("{dtype}, seed {seed}: row {row} got {got}, expected {expected}.").format(
                        dtype=dtype, seed=s, row=row, got=int(got[row]), expected=int(want[row])), likely)
         _call_sampler(fn, logits, 1.0, seed, strict=True)  # a draw is one int64 id per row too
-    C.inputs_left_alone(fn, _sample_inputs(seed), name=SAMPLE, labels=("logits",),
-                        advice=_("Divide into a new tensor (logits / temperature, not logits /= temperature)."))
+    inputs.inputs_left_alone(fn, _sample_inputs(seed), name=SAMPLE, labels=("logits",),
+                             advice=_("Divide into a new tensor (logits / temperature, not logits /= temperature)."))
 
 
 def _frequencies(ids, vocab):
@@ -595,8 +599,8 @@ def _distribution_message(freq, logits, t):
     return None
 
 
-@C.governed(FORBIDDEN_SAMPLE)
-@C.graded
+@watch.governed(FORBIDDEN_SAMPLE)
+@runner.graded
 def check_sample_distribution(fn, seed=0):
     """sample_next draws from softmax(logits / temperature): token frequencies within 0.026 over 20,000 rows, never a token of logit -inf."""
     logits = _fixed_logits(seed)
@@ -607,26 +611,27 @@ def check_sample_distribution(fn, seed=0):
         want = torch.softmax(logits / t, -1)
         dead = int(ids.eq(int(logits.argmin())).sum())
         where = _("temperature {t}, {n} rows of the logits {logits}").format(
-            t=C.number(t), n=C.number(SAMPLE_ROWS, ","), logits="[" + ", ".join(C.number(float(v), "g") for v in logits) + "]")
+            t=messages.number(t), n=messages.number(SAMPLE_ROWS, ","), logits="[" + ", ".join(messages.number(float(v), "g") for v in logits) + "]")
         if dead:
-            C.fail(_("`{name}` drew a token whose logit is -inf (probability 0).").format(name=SAMPLE),
-                   _("{where}: token {token} was drawn {count} times.").format(
-                       where=where, token=int(logits.argmin()), count=C.number(dead, ",")),
-                   _("the probabilities are softmax(logits / temperature), which gives -inf exactly 0; "
-                     "nothing may be added to them."))
+            messages.fail(_("`{name}` drew a token whose logit is -inf (probability 0).").format(name=SAMPLE),
+                          _("{where}: token {token} was drawn {count} times.").format(
+                              where=where, token=int(logits.argmin()), count=messages.number(dead, ",")),
+                          _("the probabilities are softmax(logits / temperature), which gives -inf exactly 0; "
+                            "nothing may be added to them."))
         gap = (freq - want).abs()
         k = int(gap.argmax())
         if float(gap[k]) <= SAMPLE_BOUND:
             continue
-        C.fail(_("`{name}`'s draws do not follow softmax(logits / temperature).").format(name=SAMPLE),
-               _("{where}: token {token} came {got} of the time, expected {expected} (allowed: {bound} either "
-                 "way).").format(where=where, token=k, got=C.number(float(freq[k]), ".4f"),
-                                 expected=C.number(float(want[k]), ".4f"), bound=C.number(SAMPLE_BOUND)),
-               _distribution_message(freq, logits, t))
+        messages.fail(_("`{name}`'s draws do not follow softmax(logits / temperature).").format(name=SAMPLE),
+                      _("{where}: token {token} came {got} of the time, expected {expected} (allowed: {bound} either "
+                        "way).").format(where=where, token=k, got=messages.number(float(freq[k]), ".4f"),
+                                        expected=messages.number(float(want[k]), ".4f"),
+                                        bound=messages.number(SAMPLE_BOUND)),
+                      _distribution_message(freq, logits, t))
 
 
-@C.governed(FORBIDDEN_SAMPLE)
-@C.graded
+@watch.governed(FORBIDDEN_SAMPLE)
+@runner.graded
 def check_sample_seed(fn, seed=0):
     """sample_next is reproducible: the same seed gives the same tokens, another seed other tokens."""
     # 4,000 identical rows at temperature 1: a draw that depends on the seed differs between
@@ -635,18 +640,19 @@ def check_sample_seed(fn, seed=0):
     first = _call_sampler(fn, rows, 1.0, seed + 100)
     again = _call_sampler(fn, rows, 1.0, seed + 100)
     if not torch.equal(first, again):
-        C.fail(_("Two calls of `{name}` with the same seed drew different tokens.").format(name=SAMPLE),
-               _("{n} rows at temperature 1: {count} of them differ.").format(
-                   n=C.number(rows.shape[0], ","), count=C.number(int((first != again).sum()), ",")),
-               _("the seed is not used for the draw: make a generator, torch.Generator().manual_seed(seed), and "
-                 "pass it to torch.multinomial(..., generator=g)."))
+        messages.fail(_("Two calls of `{name}` with the same seed drew different tokens.").format(name=SAMPLE),
+                      _("{n} rows at temperature 1: {count} of them differ.").format(
+                          n=messages.number(rows.shape[0], ","), count=messages.number(int((first != again).sum()), ",")),
+                      _("the seed is not used for the draw: make a generator, torch.Generator().manual_seed(seed), and "
+                        "pass it to torch.multinomial(..., generator=g)."))
     if bool((first == first[0]).all()):
         return  # identical rows, one token: nothing is drawn, which the distribution check judges
     other = _call_sampler(fn, rows, 1.0, seed + 101)
     if torch.equal(first, other):
-        C.fail(_("Two calls of `{name}` with different seeds drew the same tokens.").format(name=SAMPLE),
-               _("{n} rows at temperature 1, seeds {a} and {b}.").format(n=C.number(rows.shape[0], ","), a=seed + 100, b=seed + 101),
-               _("the draw does not depend on the seed: seed the generator with the seed argument."))
+        messages.fail(_("Two calls of `{name}` with different seeds drew the same tokens.").format(name=SAMPLE),
+                      _("{n} rows at temperature 1, seeds {a} and {b}.").format(
+                          n=messages.number(rows.shape[0], ","), a=seed + 100, b=seed + 101),
+                      _("the draw does not depend on the seed: seed the generator with the seed argument."))
 
 
 # (property, check) for the self-checks; the names are translated when shown.
@@ -682,14 +688,14 @@ PROPERTIES = (
 
 def report_andrea_tiny(fn):
     """Print which properties of ``andrea_tiny`` hold (never raises): for self-checks."""
-    return C.run_report(_("Checking `{name}`:").format(name=TINY), CHECKS_TINY, fn)
+    return runner.run_report(_("Checking `{name}`:").format(name=TINY), CHECKS_TINY, fn)
 
 
 def report_train(fn):
     """Print which properties of ``train`` hold (never raises): for self-checks."""
-    return C.run_report(_("Checking `{name}`:").format(name=TRAIN), CHECKS_TRAIN, fn)
+    return runner.run_report(_("Checking `{name}`:").format(name=TRAIN), CHECKS_TRAIN, fn)
 
 
 def report_sample_next(fn):
     """Print which properties of ``sample_next`` hold (never raises): for self-checks."""
-    return C.run_report(_("Checking `{name}`:").format(name=SAMPLE), CHECKS_SAMPLE, fn)
+    return runner.run_report(_("Checking `{name}`:").format(name=SAMPLE), CHECKS_SAMPLE, fn)

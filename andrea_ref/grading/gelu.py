@@ -32,11 +32,12 @@ import torch
 
 from ..gelu import gelu_exact as _exact
 from ..gelu import gelu_tanh_torch as _reference
-from . import _core as C
-from ._core import N_, _
+from ..i18n import N_
+from . import _core as C, captured, compare, inputs, messages, runner, watch
+from .messages import _
 
 NAME = "gelu"
-FORBIDDEN = C.Forbidden(
+FORBIDDEN = watch.Forbidden(
     N_("in this notebook GELU is built from elementary tensor operations (multiplication, "
        "addition, torch.tanh); torch.nn.functional.gelu, nn.GELU and andrea_ref's gelu are "
        "not allowed, whatever name they are called by."),
@@ -46,15 +47,15 @@ FORBIDDEN = C.Forbidden(
 
 
 # The tolerance the notebook states for huge inputs, (rtol, atol); the values are
-# compared with _core's, rtol = atol = 1e-5 in float32 and float64.
+# compared with compare.py's, rtol = atol = 1e-5 in float32 and float64.
 EXTREMES_TOL = (1e-3, 1e-5)
 
 
 def _run(fn, x):
     """The learner's values (any floating dtype, any device: those are judged by the
     shape check only)."""
-    out = C.call(fn, (C._clone(x),), name=NAME, forbidden=FORBIDDEN)
-    return C.values_result(out, name=NAME, shape=x.shape)
+    out = C.call(fn, (captured.clone(x),), name=NAME, forbidden=FORBIDDEN)
+    return compare.values_result(out, name=NAME, shape=x.shape)
 
 
 _RANGE = 6.0  # the values check's inputs stay in [-6, 6], as the notebook states
@@ -64,11 +65,11 @@ def _grid(seed):
     """[-6, 6]: an even grid, the points near +-2.7 where the erf form is farthest, zero
     and its neighbours, and 300 seeded random points, all inside the range whatever
     the seed."""
-    g = C.generator(seed)
+    g = inputs.generator(seed)
     xs = torch.cat([
         torch.linspace(-_RANGE, _RANGE, 1201, dtype=torch.float64, device="cpu"),
         torch.tensor([-2.7, 2.7, -2.70, 2.7001, 0.0, -1e-3, 1e-3], dtype=torch.float64, device="cpu"),
-        C.uniform(g, (300,), -_RANGE, _RANGE),
+        inputs.uniform(g, (300,), -_RANGE, _RANGE),
     ])
     return xs.reshape(2, -1)
 
@@ -78,7 +79,7 @@ _BIG_HALF = (-300.0, -60.0, -30.0, 30.0, 60.0, 300.0)
 
 
 def _extremes_inputs():
-    for device in C.devices():
+    for device in inputs.devices():
         for dtype, values in ((torch.float32, _BIG), (torch.float64, _BIG), (torch.float16, _BIG_HALF)):
             x64 = torch.tensor(values, dtype=torch.float64, device="cpu")
             yield device, dtype, x64, x64.to(device=device, dtype=dtype)
@@ -86,7 +87,7 @@ def _extremes_inputs():
 
 def _values_inputs(seed):
     x64 = _grid(seed)
-    for device in C.devices():
+    for device in inputs.devices():
         for dtype in (torch.float32, torch.float64):
             yield device, dtype, x64.to(device=device, dtype=dtype)
 
@@ -96,11 +97,11 @@ _SHAPE_CASES = ((torch.float32, (3, 5, 7), 2.0), (torch.float64, (10,), 2.0),
 
 
 def _shape_inputs(seed):
-    g = C.generator(seed)
-    for device in C.devices():
+    g = inputs.generator(seed)
+    for device in inputs.devices():
         for dtype, shape, scale in _SHAPE_CASES:
             # float16 inputs stay small: overflow is the extremes check's business
-            yield device, dtype, shape, C.normal(g, shape, scale).to(device=device, dtype=dtype)
+            yield device, dtype, shape, inputs.normal(g, shape, scale).to(device=device, dtype=dtype)
 
 
 def _all_inputs(seed):
@@ -117,7 +118,7 @@ def _tanh_form(x, half=0.5, c=math.sqrt(2 / math.pi), k=0.044715):
 
 
 def _variants(x):
-    x = C.f64(x)
+    x = compare.f64(x)
     c = math.sqrt(2 / math.pi)
     return [
         (_("the exact erf form x * Phi(x). The course uses the tanh approximation: "
@@ -153,8 +154,8 @@ _CONSTANTS = (0.5, math.sqrt(2 / math.pi), 0.044715)
 def _fitted_constants(out, x):
     """(half, c, k) with which ``half x (1 + tanh(c (x + k x^3)))`` reproduces ``out``
     (Gauss-Newton from the right constants, in float64), or ``None``."""
-    x, y = C.f64(x).reshape(-1), C.f64(out).reshape(-1)
-    if not C.all_finite(y):
+    x, y = compare.f64(x).reshape(-1), compare.f64(out).reshape(-1)
+    if not compare.all_finite(y):
         return None
     theta = torch.tensor(_CONSTANTS, dtype=torch.float64, device="cpu")
     for _step in range(50):
@@ -177,7 +178,7 @@ def _constant_message(out, x, tol):
     """Which constant of the tanh formula is written differently, named only when the
     formula with the fitted constants reproduces the output within ``tol``."""
     fitted = _fitted_constants(out, x)
-    if fitted is None or not C.close(out, _tanh_form(C.f64(x), *fitted), tol):
+    if fitted is None or not compare.close(out, _tanh_form(compare.f64(x), *fitted), tol):
         return None
     names = ("0.5", "sqrt(2/pi) ~ 0.7978846", "0.044715")
     wrong = [(n, v) for n, v, right in zip(names, fitted, _CONSTANTS)
@@ -185,39 +186,39 @@ def _constant_message(out, x, tol):
     if not wrong:
         return None
     return _("the constants of the formula differ: {constants}.").format(constants="; ".join(
-        _("{name} is written as {value}").format(name=n, value=C.number(v, ".6g")) for n, v in wrong))
+        _("{name} is written as {value}").format(name=n, value=messages.number(v, ".6g")) for n, v in wrong))
 
 
-@C.graded
+@runner.graded
 def check_gelu_shape(fn, seed=0):
     """gelu returns a new tensor of x's shape, dtype and device and leaves x alone."""
     for device, dtype, shape, x in _shape_inputs(seed):
-        out = C.call(fn, (C._clone(x),), name=NAME, forbidden=FORBIDDEN)
-        C.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
+        out = C.call(fn, (captured.clone(x),), name=NAME, forbidden=FORBIDDEN)
+        compare.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
         if x.numel():
-            C.check_new_result(fn, (C._clone(x),), (C._clone(x) * 0.5 + 0.25,),
-                               name=NAME, forbidden=FORBIDDEN)
-    C.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=("x",),
-                        advice=_("Compute into new tensors (0.5 * x * ..., not x.mul_(0.5)); in-place ops "
-                                 "are fine on tensors you created yourself."))
+            inputs.check_new_result(fn, (captured.clone(x),), (captured.clone(x) * 0.5 + 0.25,),
+                                    name=NAME, forbidden=FORBIDDEN)
+    inputs.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=("x",),
+                             advice=_("Compute into new tensors (0.5 * x * ..., not x.mul_(0.5)); in-place ops "
+                                      "are fine on tensors you created yourself."))
 
 
-@C.graded
+@runner.graded
 def check_gelu_values(fn, seed=0):
     """gelu is the tanh approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     for device, dtype, x in _values_inputs(seed):
         out = _run(fn, x)
         # compare with the float64 formula at the inputs the learner really saw
-        want = _reference(C.f64(x))
-        tol = C.tol_for(dtype, result=out)
-        if C.close(out, want, tol):
+        want = _reference(compare.f64(x))
+        tol = compare.tol_for(dtype, result=out)
+        if compare.close(out, want, tol):
             continue
         near = (max(tol[0], 1e-6), max(tol[1], 1e-6))
-        likely = C.diagnose(out, _variants(x), near, None) or _constant_message(out, x, near)
-        C.fail(
+        likely = compare.diagnose(out, _variants(x), near, None) or _constant_message(out, x, near)
+        messages.fail(
             _("`{name}` does not match 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).").format(name=NAME),
             _("Inputs in [-6, 6], {dtype}, on {device}: {mismatch}.").format(
-                dtype=dtype, device=device, mismatch=C.mismatch(out, want, tol)),
+                dtype=dtype, device=device, mismatch=compare.mismatch(out, want, tol)),
             likely,
         )
 
@@ -226,7 +227,7 @@ def _extremes_message(got, x, tol):
     """What the (finite) output for huge inputs shows, named only from what it is."""
     pos = x > 0
     top, xs = got[pos], x[pos]
-    if C.close(top, 2 * xs, tol):
+    if compare.close(top, 2 * xs, tol):
         return _("the output is about 2 x for large x: the factor 0.5 is missing.")
     if bool((top == top[0]).all()):
         value = float(top[0])
@@ -236,32 +237,32 @@ def _extremes_message(got, x, tol):
         if 3.0 <= value < 0.9 * float(xs.min()) and abs(float(_reference(torch.tensor(value, dtype=torch.float64, device="cpu")))
                                                          - value) < 1e-3:
             return _("the output stops growing at {value} for large x, as if x were clamped there: GELU(x) "
-                     "is about x; clamp the argument of tanh if anything, never x.").format(value=C.number(value, ".4g"))
+                     "is about x; clamp the argument of tanh if anything, never x.").format(value=messages.number(value, ".4g"))
     return None
 
 
-@C.graded
+@runner.graded
 def check_gelu_extremes(fn, seed=0):
     """gelu stays finite for huge inputs: about x for large x and 0 for very negative x."""
     for device, dtype, x64, x in _extremes_inputs():
         out = _run(fn, x)
-        want = torch.clamp(C.f64(x), min=0)  # GELU's limits: x and 0
-        tol = (EXTREMES_TOL[0] + C.rounding(dtype, out), EXTREMES_TOL[1])
-        if C.close(out, want, tol):
+        want = torch.clamp(compare.f64(x), min=0)  # GELU's limits: x and 0
+        tol = (EXTREMES_TOL[0] + compare.rounding(dtype, out), EXTREMES_TOL[1])
+        if compare.close(out, want, tol):
             continue
-        got = C.f64(out)
+        got = compare.f64(out)
         likely = None
-        if not C.all_finite(out):
+        if not compare.all_finite(out):
             likely = _("an intermediate overflows to inf, and inf/inf or inf - inf gives nan: torch.tanh "
                        "handles huge arguments, a tanh written with exp, (e^z - e^-z)/(e^z + e^-z), "
                        "does not.")
         else:
-            likely = _extremes_message(got, C.f64(x), tol)
-        C.fail(
+            likely = _extremes_message(got, compare.f64(x), tol)
+        messages.fail(
             _("For inputs as large as +-{largest} ({dtype}, on {device}), "
               "`{name}` should return about x for x > 0 and 0 for x < 0.").format(
-                  largest=C.number(C._item(x64.abs().max())), dtype=dtype, device=device, name=NAME),
-            f"{C.mismatch(out, want, tol)}.",
+                  largest=messages.number(captured.item(x64.abs().max())), dtype=dtype, device=device, name=NAME),
+            f"{compare.mismatch(out, want, tol)}.",
             likely,
         )
 
@@ -285,4 +286,4 @@ PROPERTIES = (
 
 def report_gelu(fn):
     """Print which properties of ``fn`` hold (never raises): for self-checks."""
-    return C.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)
+    return runner.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)

@@ -31,7 +31,7 @@ property it breaks and no other:
                               can; a token of equal entries must stay finite.
 ============================  ====================================================
 
-Values are compared within rtol = atol = 1e-5 (``_core.FLOAT32_TOL``/``FLOAT64_TOL``,
+Values are compared within rtol = atol = 1e-5 (``compare.FLOAT32_TOL``/``FLOAT64_TOL``,
 as the notebook states), whatever dtype the result has. A "likely mistake" is named
 only when the output matches that mistake's formula (or, for eps, its law) within
 the tolerance. In this notebook LayerNorm is built from elementary operations: any
@@ -43,12 +43,13 @@ import re
 
 import torch
 
+from ..i18n import N_
 from ..layernorm import layer_norm as _reference
-from . import _core as C
-from ._core import N_, _
+from . import _core as C, captured, compare, inputs, messages, runner, watch
+from .messages import _
 
 NAME = "layer_norm"
-FORBIDDEN = C.Forbidden(
+FORBIDDEN = watch.Forbidden(
     N_("in this notebook LayerNorm is built from elementary tensor operations (mean, "
        "subtraction, multiplication, square root); torch.nn.functional.layer_norm, "
        "nn.LayerNorm, other library norms and andrea_ref's layer_norm are not allowed, "
@@ -88,8 +89,8 @@ def _hint(error, where, args):
 def _run(fn, x, gamma, beta, *eps):
     """The learner's values (any floating dtype, any device: those are judged by the
     shape check only)."""
-    out = C.call(fn, C.copy_args((x, gamma, beta, *eps)), name=NAME, forbidden=FORBIDDEN, hint=_hint)
-    return C.values_result(out, name=NAME, shape=x.shape)
+    out = C.call(fn, inputs.copy_args((x, gamma, beta, *eps)), name=NAME, forbidden=FORBIDDEN, hint=_hint)
+    return compare.values_result(out, name=NAME, shape=x.shape)
 
 
 # The largest fixed eps a function may add in place of the argument and still be
@@ -104,7 +105,7 @@ def _own_eps(out, x, shift):
     not a number in [0, _OWN_EPS_MAX]."""
     c = x - x.mean(dim=-1, keepdim=True)
     var = (c * c).mean(dim=-1)
-    k = ((C.f64(out) - shift) * c).sum(dim=-1) / (c * c).sum(dim=-1)
+    k = ((compare.f64(out) - shift) * c).sum(dim=-1) / (c * c).sum(dim=-1)
     e = (1.0 / (k * k) - var).reshape(-1).median().item()
     return e if 0.0 <= e <= _OWN_EPS_MAX else None
 
@@ -112,20 +113,20 @@ def _own_eps(out, x, shift):
 def _normalises_with_own_eps(out, x, shift, tol):
     """``out`` is LayerNorm of ``x`` (gamma = 1, beta = ``shift``) with the eps the
     function really added, whatever eps it was given."""
-    if not C.all_finite(out):
+    if not compare.all_finite(out):
         return False
     own = _own_eps(out, x, shift)
     if own is None:
         return False
-    return C.close(out, _variant(x, own) + shift, tol)
+    return compare.close(out, _variant(x, own) + shift, tol)
 
 
 def _rows(g, shape, scale, offset):
     """Random rows, each with its own spread (uniform in ``scale``) and mean."""
     row_shape = (*shape[:-1], 1)
-    spread = C.uniform(g, row_shape, *scale)
-    centre = C.uniform(g, row_shape, -offset, offset)
-    return C.normal(g, shape) * spread + centre
+    spread = inputs.uniform(g, row_shape, *scale)
+    centre = inputs.uniform(g, row_shape, -offset, offset)
+    return inputs.normal(g, shape) * spread + centre
 
 
 def _variant(x, eps, *, dim=-1, unbiased=False, spread="std", eps_outside=False, center=True):
@@ -133,7 +134,7 @@ def _variant(x, eps, *, dim=-1, unbiased=False, spread="std", eps_outside=False,
     ``spread``: "std" (right), "var" (no square root), "mad" (mean absolute deviation
     in place of the standard deviation), "mad_var" (it in place of the variance),
     "rms" (root mean square of x, RMSNorm)."""
-    x = C.f64(x)
+    x = compare.f64(x)
     dims = dim if dim is not None else tuple(range(x.dim()))
     mean = x.mean(dim=dims, keepdim=True)
     c = x - mean
@@ -154,8 +155,8 @@ def _variant(x, eps, *, dim=-1, unbiased=False, spread="std", eps_outside=False,
 
 
 def _cases(seed, dtypes=(torch.float64, torch.float32)):
-    g = C.generator(seed)
-    for device in C.devices():
+    g = inputs.generator(seed)
+    for device in inputs.devices():
         for dtype in dtypes:
             for shape in _SHAPES:
                 yield device, dtype, shape, g
@@ -168,7 +169,7 @@ def _cases(seed, dtypes=(torch.float64, torch.float32)):
 def _normalise_inputs(seed):
     for device, dtype, shape, g in _cases(seed):
         x = _rows(g, shape, (2.0, 6.0), 3.0)
-        ones = C.const(1.0, shape[-1:])
+        ones = inputs.const(1.0, shape[-1:])
         on = lambda t: t.to(device=device, dtype=dtype)  # noqa: E731
         yield device, dtype, shape, x, (on(x), on(ones), on(ones), 1e-8)  # eps tiny next to the variance
 
@@ -177,23 +178,24 @@ def _affine_inputs(seed):
     for device, dtype, shape, g in _cases(seed + 1):
         d = shape[-1]
         x = _rows(g, shape, (1.0, 3.0), 2.0)
-        sign = torch.where(C.uniform(g, (d,)) < 0.3, -1.0, 1.0)
-        gamma = C.uniform(g, (d,), 0.5, 2.0) * sign
-        beta = C.normal(g, (d,))
+        sign = torch.where(inputs.uniform(g, (d,)) < 0.3, -1.0, 1.0)
+        gamma = inputs.uniform(g, (d,), 0.5, 2.0) * sign
+        beta = inputs.normal(g, (d,))
         on = lambda t: t.to(device=device, dtype=dtype)  # noqa: E731
         yield (device, dtype, shape, x, gamma, beta,
-               (on(x), on(C.const(1.0, (d,))), on(C.const(0.0, (d,))), 1e-5), (on(x), on(gamma), on(beta), 1e-5))
+               (on(x), on(inputs.const(1.0, (d,))), on(inputs.const(0.0, (d,))), 1e-5),
+               (on(x), on(gamma), on(beta), 1e-5))
 
 
 def _eps_inputs(seed):
-    g = C.generator(seed + 2)
-    for device in C.devices():
+    g = inputs.generator(seed + 2)
+    for device in inputs.devices():
         for shape in _EPS_SHAPES:
             # rows with variance comparable to eps, where its placement matters; the
             # first token's entries are all equal (variance 0)
             x = _rows(g, shape, (0.05, 0.2), 1.0)
             x[..., 0, :] = _FLAT
-            ones = C.const(1.0, shape[-1:]).to(device)
+            ones = inputs.const(1.0, shape[-1:]).to(device)
             yield device, shape, x.to(device), ones
 
 
@@ -218,8 +220,8 @@ def _all_inputs(seed):
     for _device, _shape, x, ones in _eps_inputs(seed):
         for _eps, args in _eps_calls(x, ones):
             yield args
-    g = C.generator(seed)
-    for device in C.devices():
+    g = inputs.generator(seed)
+    for device in inputs.devices():
         for dtype, shape in ((torch.float32, (2, 3, 8)), (torch.float64, (4, 6))):
             yield _shape_args(g, device, dtype, shape)
 
@@ -227,8 +229,8 @@ def _all_inputs(seed):
 def _shape_args(g, device, dtype, shape):
     x = _rows(g, shape, (0.5, 2.0), 1.0)
     d = shape[-1]
-    gamma = C.uniform(g, (d,), 0.5, 1.5)
-    beta = C.normal(g, (d,))
+    gamma = inputs.uniform(g, (d,), 0.5, 1.5)
+    beta = inputs.normal(g, (d,))
     return tuple(t.to(device=device, dtype=dtype) for t in (x, gamma, beta)) + (1e-5,)
 
 
@@ -236,21 +238,21 @@ _INPLACE_ADVICE = N_("A function must leave its inputs as they were: compute int
                      "not x -= mean; in-place ops are fine on tensors you created yourself).")
 
 
-@C.graded
+@runner.graded
 def check_layer_norm_shape(fn, seed=0):
     """layer_norm returns a new tensor of x's shape, dtype and device and leaves its inputs alone."""
-    g = C.generator(seed)
-    for device in C.devices():
+    g = inputs.generator(seed)
+    for device in inputs.devices():
         for dtype, shape in ((torch.float32, (2, 3, 8)), (torch.float64, (4, 6))):
             args = _shape_args(g, device, dtype, shape)
             x = args[0]
-            out = C.call(fn, C.copy_args(args), name=NAME, forbidden=FORBIDDEN, hint=_hint)
-            C.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
+            out = C.call(fn, inputs.copy_args(args), name=NAME, forbidden=FORBIDDEN, hint=_hint)
+            compare.check_result(out, name=NAME, shape=x.shape, dtype=dtype, device=x.device)
             again = (x * 0.5 + 0.25, *args[1:])
-            C.check_new_result(fn, C.copy_args(args), C.copy_args(again), name=NAME, forbidden=FORBIDDEN,
-                               hint=_hint)
-    C.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=LABELS, advice=_(_INPLACE_ADVICE),
-                        hint=_hint)
+            inputs.check_new_result(fn, inputs.copy_args(args), inputs.copy_args(again), name=NAME, forbidden=FORBIDDEN,
+                                    hint=_hint)
+    inputs.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=LABELS, advice=_(_INPLACE_ADVICE),
+                             hint=_hint)
 
 
 def _normalise_variants(x, eps):
@@ -288,57 +290,57 @@ def _normalise_variants(x, eps):
     return variants
 
 
-@C.graded
+@runner.graded
 def check_layer_norm_normalises(fn, seed=0):
     """Each token is normalised over the last axis with the biased variance."""
     for device, dtype, shape, x, args in _normalise_inputs(seed):
         eps = args[3]
         out = _run(fn, *args)
         x_hat = _variant(x, eps)
-        tol = C.tol_for(dtype, result=out)
+        tol = compare.tol_for(dtype, result=out)
         # With gamma = beta = 1 the answer is x_hat + 1. A slip in the affine step turns
         # that into x_hat or x_hat + 2: that is the affine check's to charge, not here's.
-        if any(C.close(out, x_hat + shift, tol) for shift in _SHIFTS):
+        if any(compare.close(out, x_hat + shift, tol) for shift in _SHIFTS):
             continue
         # A fixed eps used instead of the argument (1e-5 written into the formula) is
         # the eps check's to charge: compare with LayerNorm using the eps really added.
         if any(_normalises_with_own_eps(out, x, shift, tol) for shift in _SHIFTS):
             continue
-        likely = C.diagnose(out, _normalise_variants(x, eps), tol, None)
-        C.fail(
+        likely = compare.diagnose(out, _normalise_variants(x, eps), tol, None)
+        messages.fail(
             _("With gamma = beta = 1, `{name}` should return x_hat + 1, where x_hat = (x - mean) / "
               "sqrt(var + eps) over the last dimension.").format(name=NAME),
             _("Input shape {shape}, {dtype}, on {device}: {mismatch}.").format(
-                shape=shape, dtype=dtype, device=device, mismatch=C.mismatch(out, x_hat + 1, tol)),
+                shape=shape, dtype=dtype, device=device, mismatch=compare.mismatch(out, x_hat + 1, tol)),
             likely,
         )
 
 
-@C.graded
+@runner.graded
 def check_layer_norm_affine(fn, seed=0):
     """gamma scales and beta shifts the normalised values: gamma * x_hat + beta."""
     for device, dtype, shape, x, gamma, beta, hat_args, args in _affine_inputs(seed):
         own_hat = _run(fn, *hat_args)
         out = _run(fn, *args)
-        tol = C.tol_for(dtype, result=out)
+        tol = compare.tol_for(dtype, result=out)
         x_hat = _variant(x, 1e-5)
         where = _("Input shape {shape}, {dtype}, on {device}").format(shape=shape, dtype=dtype, device=device)
-        if not C.all_finite(own_hat):
-            C.fail(
+        if not compare.all_finite(own_hat):
+            messages.fail(
                 _("`{name}(x, gamma, beta)` should equal gamma * `{name}(x, 1, 0)` + beta.").format(name=NAME),
                 _("{where}: `{name}(x, 1, 0)` has nan or inf for ordinary input, so gamma and beta cannot "
                   "be measured.").format(where=where, name=NAME),
             )
-        own = C.f64(own_hat)
-        expected = C._add(C._mul(own, gamma), beta)
+        own = compare.f64(own_hat)
+        expected = captured.add(captured.mul(own, gamma), beta)
         # A result narrower than x (float16 for float32, say) has own_hat rounded too,
         # and gamma carries that rounding into `expected`: allow it.
-        rounding = C.rounding(dtype, own_hat)
+        rounding = compare.rounding(dtype, own_hat)
         if rounding:
-            tol = (tol[0], tol[1] + rounding * C._item(C._amax(C._abs_f(C._mul(own, gamma)))))
+            tol = (tol[0], tol[1] + rounding * captured.item(captured.amax(captured.abs_f(captured.mul(own, gamma)))))
         # gamma can only show where x_hat is not 0: a function returning beta alone must not pass
         spread_ok = bool((own.abs().mean(dim=-1) > 0.1).all())
-        if spread_ok and C.close(out, expected, tol):
+        if spread_ok and compare.close(out, expected, tol):
             continue
         variants = [
             (_("gamma and beta are swapped: the result must be gamma * x_hat + beta."),
@@ -362,13 +364,13 @@ def check_layer_norm_affine(fn, seed=0):
                "normalised values, gamma * x_hat + beta."),
              lambda: _variant(x * gamma, 1e-5) + beta),
         ]
-        likely = C.diagnose(out, variants, tol, None) if C.all_finite(out) else None
+        likely = compare.diagnose(out, variants, tol, None) if compare.all_finite(out) else None
         if likely is None and not spread_ok:
             likely = _("with gamma = 1 and beta = 0 the output is (nearly) 0 within a token, so the "
                        "normalised values never reach the output.")
-        C.fail(
+        messages.fail(
             _("`{name}(x, gamma, beta)` should equal gamma * `{name}(x, 1, 0)` + beta.").format(name=NAME),
-            _("{where}: {mismatch}.").format(where=where, mismatch=C.mismatch(out, expected, tol)),
+            _("{where}: {mismatch}.").format(where=where, mismatch=compare.mismatch(out, expected, tol)),
             likely,
         )
 
@@ -423,13 +425,13 @@ def _follows(law, outs, shift, tol):
     the first that it does not."""
     ea, eb = _EPS_FIT
     ua, ub = outs[ea] - shift, outs[eb] - shift
-    with C.quiet():
+    with runner.quiet():
         predict = law(ua, ub, ea, eb)
         for e, out in outs.items():
             want = predict(1e-5 if e is None else e)
             # where c is 0 (the token of equal entries) nothing depends on eps
             want = torch.where(torch.isfinite(want), want, ua) + shift
-            problem = C.mismatch(out, want, tol)
+            problem = compare.mismatch(out, want, tol)
             if problem is not None:
                 return e, problem
     return None
@@ -440,7 +442,7 @@ def _added_to_variance(outs, shift, tol):
     output for x and eps divided by 10, as c / (var + eps) does. (c / (sqrt(var) + eps)
     does not: there eps is added to the spread.)"""
     u = outs[_EPS_FIT[0]] - shift
-    return C.close(outs["scaled"] - shift, u / _SCALE, tol)
+    return compare.close(outs["scaled"] - shift, u / _SCALE, tol)
 
 
 def _placement(outs, shift, tol):
@@ -494,29 +496,29 @@ def _default_eps(outs, shift):
     return None
 
 
-@C.graded
+@runner.graded
 def check_layer_norm_eps(fn, seed=0):
     """eps is added to the variance inside the square root (default 1e-5)."""
     e1, e2 = _EPS_FIT
     for device, shape, x, ones in _eps_inputs(seed):
         where = _("Input shape {shape}, float64, on {device}").format(shape=shape, device=device)
         raw = {eps: _run(fn, *args) for eps, args in _eps_calls(x, ones)}
-        outs = {eps: C.f64(out) for eps, out in raw.items()}
-        broken = [e for e, o in outs.items() if not C.all_finite(o)]
+        outs = {eps: compare.f64(out) for eps, out in raw.items()}
+        broken = [e for e, o in outs.items() if not compare.all_finite(o)]
         if broken:
-            flat_only = all(C.all_finite(o[..., 1:, :]) for o in outs.values())
-            C.fail(
+            flat_only = all(compare.all_finite(o[..., 1:, :]) for o in outs.values())
+            messages.fail(
                 _("A token whose entries are all equal has variance 0; eps must keep the "
                   "division finite, but the output has nan or inf.") if flat_only else
                 _("`{name}` returned nan or inf for ordinary input of shape {shape}.").format(name=NAME, shape=shape),
                 where,
                 _("eps is missing: divide by sqrt(var + eps), not sqrt(var).") if flat_only else None,
             )
-        tol = C.tol_for(torch.float64, result=raw[e1])
+        tol = compare.tol_for(torch.float64, result=raw[e1])
         # a result narrower than float64 is rounded, and fitting the law from two outputs
         # multiplies that rounding by up to about ten in the predictions
-        tol = (tol[0] + 10 * C.rounding(torch.float64, raw[e1]), tol[1])
-        changes = not C.close(outs[e1], outs[e2], tol)
+        tol = (tol[0] + 10 * compare.rounding(torch.float64, raw[e1]), tol[1])
+        changes = not compare.close(outs[e1], outs[e2], tol)
         found = [(s, law) for s in _SHIFTS for law in [_placement(outs, s, tol) if changes else None] if law]
         with_default = {e: o for e, o in outs.items() if e != "scaled"}
         if found and _follows(found[0][1], with_default, found[0][0], tol) is None:
@@ -525,17 +527,17 @@ def check_layer_norm_eps(fn, seed=0):
             shift, law = found[0]
             own = _default_eps(outs, shift) if law is _RIGHT else None
             _bad, problem = _follows(law, with_default, shift, tol)
-            C.fail(
+            messages.fail(
                 _("`{name}(x, gamma, beta)` should use eps = 1e-5 by default.").format(name=NAME),
                 f"{where}: {problem}.",
                 _("the default value of eps in the signature is not 1e-5 (your default acts like "
-                  "eps = {value}).").format(value=C.number(own, ".3g")) if own is not None else None,
+                  "eps = {value}).").format(value=messages.number(own, ".3g")) if own is not None else None,
             )
         likely = None
         for shift in _SHIFTS:
             likely = likely or _eps_message(outs, shift, tol)
         if not changes:
-            C.fail(
+            messages.fail(
                 _("Changing eps from {low} to {high} on tokens with variance about 1e-2 does not change "
                   "the output.").format(low=e1, high=e2),
                 where,
@@ -543,7 +545,7 @@ def check_layer_norm_eps(fn, seed=0):
             )
         given = {e: o for e, o in outs.items() if isinstance(e, float)}
         bad, problem = _follows(_RIGHT, given, 1.0, tol)
-        C.fail(
+        messages.fail(
             _("With eps inside the square root the output is c / sqrt(var + eps): fitted at eps = "
               "{low} and {high}, that law predicts the output at eps = {eps}, and `{name}` does not "
               "follow it.").format(low=e1, high=e2, eps=bad, name=NAME),
@@ -573,4 +575,4 @@ PROPERTIES = (
 
 def report_layer_norm(fn):
     """Print which properties of ``fn`` hold (never raises): for self-checks."""
-    return C.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)
+    return runner.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)

@@ -50,12 +50,13 @@ import torch
 
 from ..gelu import gelu as _gelu
 from ..gelu import gelu_exact as _gelu_exact
+from ..i18n import N_
 from ..mlp import mlp as _reference
-from . import _core as C
-from ._core import N_, _
+from . import _core as C, compare, inputs, messages, runner, watch
+from .messages import _
 
 NAME = "mlp"
-FORBIDDEN = C.Forbidden(
+FORBIDDEN = watch.Forbidden(
     N_("in this notebook the MLP is written with matrix products, the bias additions and "
        "the provided gelu; andrea_ref.mlp.mlp and andrea_ref.MLP are not allowed."),
     ref_files=("mlp.py", "block.py", "model.py"),
@@ -65,12 +66,12 @@ _D = 8  # d_model = mlp_dim: swapped biases still add up, so only the bias check
 
 
 def _run(fn, args):
-    out = C.call(fn, C.copy_args(args), name=NAME, forbidden=FORBIDDEN)
-    return C.values_result(out, name=NAME, shape=args[0].shape)
+    out = C.call(fn, inputs.copy_args(args), name=NAME, forbidden=FORBIDDEN)
+    return compare.values_result(out, name=NAME, shape=args[0].shape)
 
 
 def _dtypes_devices():
-    for device in C.devices():
+    for device in inputs.devices():
         for dtype in (torch.float64, torch.float32):
             yield dtype, device
 
@@ -81,8 +82,8 @@ def _on(args, dtype, device):
 
 def _symmetric_invertible(g, n):
     """A random symmetric matrix with eigenvalues of size 0.6 ... 1.2 and both signs."""
-    q, _r = torch.linalg.qr(C.normal(g, (n, n)))
-    lam = C.uniform(g, (n,), 0.6, 1.2) * torch.where(C.uniform(g, (n,)) < 0.3, -1.0, 1.0)
+    q, _r = torch.linalg.qr(inputs.normal(g, (n, n)))
+    lam = inputs.uniform(g, (n,), 0.6, 1.2) * torch.where(inputs.uniform(g, (n,)) < 0.3, -1.0, 1.0)
     return (q * lam) @ q.T
 
 
@@ -95,11 +96,11 @@ def _where(args, dtype, device):
 # The inputs of each check, drawn from the seed alone.
 
 def _shape_inputs(seed):
-    g = C.generator(seed)
+    g = inputs.generator(seed)
     d = _D
     for dtype, device in _dtypes_devices():
-        args = (C.normal(g, (2, 5, d)), C.normal(g, (d, d), d ** -0.5), C.normal(g, (d,)),
-                C.normal(g, (d, d), d ** -0.5), C.normal(g, (d,)))
+        args = (inputs.normal(g, (2, 5, d)), inputs.normal(g, (d, d), d ** -0.5), inputs.normal(g, (d,)),
+                inputs.normal(g, (d, d), d ** -0.5), inputs.normal(g, (d,)))
         yield dtype, device, _on(args, dtype, device)
 
 
@@ -107,9 +108,9 @@ def _layout_perms(g, d):
     """Two permutation matrices P, Q whose products P Q differ from Q P, P.T Q.T,
     Q.T P.T, P.T Q, P Q.T, Q P.T and Q.T P: every transposition or swap of the weights
     shows as another permutation."""
-    eye = C.eye(d)
+    eye = inputs.eye(d)
     while True:
-        p, q = eye[C.permutation(g, d)], eye[C.permutation(g, d)]
+        p, q = eye[inputs.permutation(g, d)], eye[inputs.permutation(g, d)]
         right = p @ q
         others = (q @ p, p.T @ q.T, q.T @ p.T, p.T @ q, p @ q.T, q @ p.T, q.T @ p, p, q, eye)
         if all(not torch.equal(right, o) for o in others):
@@ -117,39 +118,39 @@ def _layout_perms(g, d):
 
 
 def _layout_inputs(seed):
-    g = C.generator(seed + 1)
+    g = inputs.generator(seed + 1)
     d = _D
     for dtype, device in _dtypes_devices():
         # every token holds d distinct positive values (0.5 ... 2.5, 0.25 apart, shuffled),
         # so that any activation keeps the features apart
         base = torch.linspace(0.5, 2.5, d, dtype=torch.float64, device="cpu")
-        x = torch.stack([base[C.permutation(g, d)] for _ in range(2 * 3)]).reshape(2, 3, d)
+        x = torch.stack([base[inputs.permutation(g, d)] for _ in range(2 * 3)]).reshape(2, 3, d)
         p, q = _layout_perms(g, d)
-        zero = C.const(0.0, (d,))
+        zero = inputs.const(0.0, (d,))
         yield dtype, device, p, q, _on((x, p, zero, q, zero), dtype, device), \
-            _on((x, C.eye(d), zero, C.eye(d), zero), dtype, device)
+            _on((x, inputs.eye(d), zero, inputs.eye(d), zero), dtype, device)
 
 
 def _activation_inputs(seed):
-    g = C.generator(seed + 2)
+    g = inputs.generator(seed + 2)
     d = _D
     for dtype, device in _dtypes_devices():
-        x = C.normal(g, (2, 5, d), 1.5)
+        x = inputs.normal(g, (2, 5, d), 1.5)
         s = _symmetric_invertible(g, d)
-        zero = C.const(0.0, (d,))
+        zero = inputs.const(0.0, (d,))
         yield dtype, device, _on((x, s, zero, s, zero), dtype, device)
 
 
 def _bias_inputs(seed):
-    g = C.generator(seed + 3)
+    g = inputs.generator(seed + 3)
     d = _D
     for dtype, device in _dtypes_devices():
-        x = C.normal(g, (2, 5, d))
+        x = inputs.normal(g, (2, 5, d))
         s = _symmetric_invertible(g, d)
-        b1 = C.normal(g, (d,)) * 1.5
-        b2 = C.uniform(g, (d,), 12.0, 16.0)  # large: GELU after the second layer is the identity
-        step = C.uniform(g, (d,), 1.0, 2.0) * torch.where(C.uniform(g, (d,)) < 0.5, -1.0, 1.0)
-        zero = C.const(0.0, (d,))
+        b1 = inputs.normal(g, (d,)) * 1.5
+        b2 = inputs.uniform(g, (d,), 12.0, 16.0)  # large: GELU after the second layer is the identity
+        step = inputs.uniform(g, (d,), 1.0, 2.0) * torch.where(inputs.uniform(g, (d,)) < 0.5, -1.0, 1.0)
+        zero = inputs.const(0.0, (d,))
         x_shifted = x + b1 @ torch.linalg.inv(s)  # (x + b1 S^-1) S = x S + b1
         yield dtype, device, s, b1, b2, step, {
             "b1": _on((x, s, b1, s, zero), dtype, device),
@@ -172,38 +173,39 @@ def _all_inputs(seed):
         yield from calls.values()
 
 
-@C.graded
+@runner.graded
 def check_mlp_shape(fn, seed=0):
     """mlp returns a new [batch, seq, d_model] tensor with x's dtype and device, inputs unchanged."""
     for dtype, device, args in _shape_inputs(seed):
-        out = C.call(fn, C.copy_args(args), name=NAME, forbidden=FORBIDDEN)
-        C.check_result(out, name=NAME, shape=args[0].shape, dtype=dtype, device=args[0].device)
-        C.check_new_result(fn, C.copy_args(args), C.copy_args((args[0] * 0.5 + 0.25, *args[1:])),
-                           name=NAME, forbidden=FORBIDDEN)
-    C.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=_ARGS,
-                        advice=_("A function must leave its inputs as they were; in-place ops are fine "
-                                 "on tensors you created yourself."))
+        out = C.call(fn, inputs.copy_args(args), name=NAME, forbidden=FORBIDDEN)
+        compare.check_result(out, name=NAME, shape=args[0].shape, dtype=dtype, device=args[0].device)
+        inputs.check_new_result(fn, inputs.copy_args(args), inputs.copy_args((args[0] * 0.5 + 0.25, *args[1:])),
+                                name=NAME, forbidden=FORBIDDEN)
+    inputs.inputs_left_alone(fn, _all_inputs(seed), name=NAME, labels=_ARGS,
+                             advice=_("A function must leave its inputs as they were; in-place ops are fine "
+                                      "on tensors you created yourself."))
 
 
-@C.graded
+@runner.graded
 def check_mlp_layout(fn, seed=0):
     """Weights are laid out [in, out]: x @ w1 with w1 [d_model, mlp_dim], h @ w2 with w2 [mlp_dim, d_model]."""
     for dtype, device, p, q, args, identity in _layout_inputs(seed):
-        out = C.f64(_run(fn, args))
-        own = C.f64(_run(fn, identity))  # f(x), whatever f the function applies
-        tol = C.tol_for(dtype, result=out)
+        out = compare.f64(_run(fn, args))
+        own = compare.f64(_run(fn, identity))  # f(x), whatever f the function applies
+        tol = compare.tol_for(dtype, result=out)
         where = _where(args, dtype, device)
         title = _("With permutation matrices P and Q as weights and zero biases, `{name}(x, P, 0, Q, 0)` "
                   "should equal `{name}(x, I, 0, I, 0)` @ P @ Q (the weights used as [in, out]).").format(name=NAME)
-        if not C.all_finite(own) or not C.all_finite(out):
-            C.fail(title, _("{where}: the output has nan or inf for ordinary input.").format(where=where))
+        if not compare.all_finite(own) or not compare.all_finite(out):
+            messages.fail(title, _("{where}: the output has nan or inf for ordinary input.").format(where=where))
         # the features of f(x) must differ, or no permutation could be seen
-        gaps = (own.unsqueeze(-1) - own.unsqueeze(-2)).abs() + C.eye(own.shape[-1]) * 1e9
+        gaps = (own.unsqueeze(-1) - own.unsqueeze(-2)).abs() + inputs.eye(own.shape[-1]) * 1e9
         if float(gaps.min()) <= 10 * (tol[1] + tol[0] * float(own.abs().max())):
-            C.fail(title, _("{where}: `{name}(x, I, 0, I, 0)` gives equal values for different features, so "
-                            "the layout cannot be seen; the output must depend on x.").format(where=where, name=NAME))
+            messages.fail(title, _("{where}: `{name}(x, I, 0, I, 0)` gives equal values for different features, so "
+                                   "the layout cannot be seen; the output must depend on x.").format(
+                                       where=where, name=NAME))
         expected = own @ p @ q
-        if C.close(out, expected, tol):
+        if compare.close(out, expected, tol):
             continue
         variants = [
             (_("transposed weights: with [in, out] layout the layers are x @ w1 and h @ w2, no .T "
@@ -216,13 +218,14 @@ def check_mlp_layout(fn, seed=0):
             (_("w2 is never used: the second layer is h @ w2 + b2."), own @ p),
             (_("w1 is never used: the first layer is x @ w1 + b1."), own @ q),
         ]
-        likely = C.diagnose(out, [(label, lambda v=v: v) for label, v in variants], tol, None)
-        C.fail(title, _("{where}: {mismatch}.").format(where=where, mismatch=C.mismatch(out, expected, tol)),
-               likely)
+        likely = compare.diagnose(out, [(label, lambda v=v: v) for label, v in variants], tol, None)
+        messages.fail(title,
+                      _("{where}: {mismatch}.").format(where=where, mismatch=compare.mismatch(out, expected, tol)),
+                      likely)
 
 
 def _activation_variants(args):
-    x, w1, b1, w2, b2 = (C.f64(a) for a in args)
+    x, w1, b1, w2, b2 = (compare.f64(a) for a in args)
     return [
         (_("ReLU is used in place of GELU: apply the provided gelu between the layers."),
          lambda: torch.relu(x @ w1 + b1) @ w2 + b2),
@@ -252,19 +255,20 @@ def _activation_variants(args):
     ]
 
 
-@C.graded
+@runner.graded
 def check_mlp_activation(fn, seed=0):
     """GELU sits between the two linear layers: gelu(x @ w1 + b1) @ w2 + b2."""
     for dtype, device, args in _activation_inputs(seed):
         out = _run(fn, args)
-        want = _reference(*(C.f64(a) for a in args))
-        tol = C.tol_for(dtype, result=out)
-        if C.close(out, want, tol):
+        want = _reference(*(compare.f64(a) for a in args))
+        tol = compare.tol_for(dtype, result=out)
+        if compare.close(out, want, tol):
             continue
-        C.fail(
+        messages.fail(
             _("`{name}` with zero biases and w1 = w2 symmetric should return gelu(x @ w1) @ w2.").format(name=NAME),
-            _("{where}: {mismatch}.").format(where=_where(args, dtype, device), mismatch=C.mismatch(out, want, tol)),
-            C.diagnose(out, _activation_variants(args), tol, None),
+            _("{where}: {mismatch}.").format(where=_where(args, dtype, device),
+                                             mismatch=compare.mismatch(out, want, tol)),
+            compare.diagnose(out, _activation_variants(args), tol, None),
         )
 
 
@@ -273,70 +277,71 @@ def _b1_message(outs, calls, s, b1, tol):
     effect, or added where b2 belongs, tell it by themselves; a misplaced b1 is named
     when the output is that formula with the provided gelu."""
     with_b1, no_b1 = outs["b1"], outs["no b1"]
-    if C.close(with_b1, no_b1, tol):
+    if compare.close(with_b1, no_b1, tol):
         return _("b1 is never added (changing it changes nothing): the first layer is x @ w1 + b1.")
-    if C.close(with_b1, no_b1 + b1, tol):
+    if compare.close(with_b1, no_b1 + b1, tol):
         return _("b1 is added at the end, where b2 belongs: the first layer is x @ w1 + b1.")
-    x = C.f64(calls["b1"][0])
+    x = compare.f64(calls["b1"][0])
     variants = [
         (_("b1 is added after GELU: the first layer is x @ w1 + b1, and GELU acts on that sum."),
          lambda: (_gelu(x @ s) + b1) @ s),
         (_("b1 is added twice: once, right after x @ w1."), lambda: _gelu(x @ s + 2 * b1) @ s),
     ]
-    return C.diagnose(with_b1, variants, tol, None)
+    return compare.diagnose(with_b1, variants, tol, None)
 
 
 def _b2_message(diff, step, s, tol):
-    if C.close(diff, torch.zeros_like(diff), tol):
+    if compare.close(diff, torch.zeros_like(diff), tol):
         return _("b2 is never added (changing it changes nothing): the second layer is h @ w2 + b2.")
-    if C.close(diff, (step @ s).expand_as(diff), tol):
+    if compare.close(diff, (step @ s).expand_as(diff), tol):
         return _("b2 is added before the second matmul: the second layer is h @ w2 + b2, not (h + b2) @ w2.")
-    if C.close(diff, (2 * step).expand_as(diff), tol):
+    if compare.close(diff, (2 * step).expand_as(diff), tol):
         return _("b2 is added twice: once, after h @ w2.")
-    if C.close(diff, (-step).expand_as(diff), tol):
+    if compare.close(diff, (-step).expand_as(diff), tol):
         return _("b2 is subtracted: the second layer is h @ w2 + b2.")
     return None
 
 
-@C.graded
+@runner.graded
 def check_mlp_bias(fn, seed=0):
     """Both biases are added: b1 after the first layer, b2 after the second."""
     for dtype, device, s, b1, b2, step, calls in _bias_inputs(seed):
         raw = {k: _run(fn, a) for k, a in calls.items()}
-        outs = {k: C.f64(o) for k, o in raw.items()}
+        outs = {k: compare.f64(o) for k, o in raw.items()}
         where = _where(calls["b1"], dtype, device)
-        tol = C.tol_for(dtype, result=raw["b1"])
-        if not all(C.all_finite(o) for o in outs.values()):
-            C.fail(_("`{name}` returned nan or inf for ordinary input.").format(name=NAME), where)
-        swapped = C.f64(_gelu(C.f64(calls["b2"][0]) @ s + b2) @ s + b1)
+        tol = compare.tol_for(dtype, result=raw["b1"])
+        if not all(compare.all_finite(o) for o in outs.values()):
+            messages.fail(_("`{name}` returned nan or inf for ordinary input.").format(name=NAME), where)
+        swapped = compare.f64(_gelu(compare.f64(calls["b2"][0]) @ s + b2) @ s + b1)
         # b1: a shift of x @ w1, that must change the output
-        b1_ok = (C.close(outs["b1"], outs["b1 absorbed"], tol)
-                 and not C.close(outs["b1"], outs["no b1"], (1e-3, 1e-3)))
+        b1_ok = (compare.close(outs["b1"], outs["b1 absorbed"], tol)
+                 and not compare.close(outs["b1"], outs["no b1"], (1e-3, 1e-3)))
         # b2: added last
         diff = outs["b2 moved"] - outs["b2"]
-        b2_ok = C.close(diff, step.expand_as(diff), (tol[0], tol[1] + tol[0] * float(outs["b2"].abs().max())))
+        b2_ok = compare.close(diff, step.expand_as(diff), (tol[0], tol[1] + tol[0] * float(outs["b2"].abs().max())))
         if b1_ok and b2_ok:
             continue
-        both = C.close(outs["b2"], swapped, tol)
+        both = compare.close(outs["b2"], swapped, tol)
         swap_msg = _("b1 and b2 are swapped: b1 belongs to the first layer (x @ w1 + b1), b2 to the second "
                      "(h @ w2 + b2).")
         if not b1_ok:
             likely = swap_msg if both else _b1_message(outs, calls, s, b1, tol)
-            if not b2_ok and C.close(outs["b1"], outs["no b1"], tol) and C.close(diff, torch.zeros_like(diff), tol):
+            if (not b2_ok and compare.close(outs["b1"], outs["no b1"], tol)
+                    and compare.close(diff, torch.zeros_like(diff), tol)):
                 likely = _("neither bias is added: x @ w1 + b1, then h @ w2 + b2.")
-            C.fail(
+            messages.fail(
                 _("b1 shifts x @ w1: `{name}(x, w1, b1, w2, 0)` should equal `{name}(x + b1 w1^-1, w1, 0, w2, 0)` "
                   "and differ from `{name}(x, w1, 0, w2, 0)`.").format(name=NAME),
                 _("{where}: {mismatch}.").format(
-                    where=where, mismatch=C.mismatch(outs["b1"], outs["b1 absorbed"], tol) or
+                    where=where, mismatch=compare.mismatch(outs["b1"], outs["b1 absorbed"], tol) or
                     _("b1 changes nothing")),
                 likely,
             )
         likely = swap_msg if both else _b2_message(diff, step, s, tol)
-        C.fail(
+        messages.fail(
             _("b2 is added last: changing b2 by d should change the output of `{name}` by exactly d.").format(
                 name=NAME),
-            _("{where}: {mismatch}.").format(where=where, mismatch=C.mismatch(diff, step.expand_as(diff), tol)),
+            _("{where}: {mismatch}.").format(where=where, mismatch=compare.mismatch(diff, step.expand_as(diff), tol)),
             likely,
         )
 
@@ -362,4 +367,4 @@ PROPERTIES = (
 
 def report_mlp(fn):
     """Print which properties of ``fn`` hold (never raises): for self-checks."""
-    return C.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)
+    return runner.run_report(_("Checking `{name}`:").format(name=NAME), CHECKS, fn)

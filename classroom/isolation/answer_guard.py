@@ -21,14 +21,16 @@ reach anything. It raises the cost and leaves traces that the grader judges
 - :func:`other_threads`: what other Python threads run while a checked call runs (a
   learner's function or ``andrea_ref`` in a worker thread is invisible to the
   dispatch-mode recorder and the profiler, which watch the calling thread);
-- :func:`private`: a module's functions copied with a private copy of its globals, so
-  that rebinding a name in the module (``wire.pack = ...``, ``_core.execute = ...``)
-  does not change what the server's core calls.
+- :func:`private`: modules' functions copied with private copies of their globals,
+  linked to one another, so that rebinding a name in one of them (``wire.pack = ...``,
+  ``_core.execute = ...``, ``integrity.integrity_problem = ...``) does not change what
+  the server's core calls.
 
 Standard library only, apart from what the server passes in.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -158,15 +160,38 @@ def other_threads(current_frames, busy: list, watched: tuple[str, ...]) -> list[
     return found
 
 
-def private(module: types.ModuleType) -> dict:
-    """The module's namespace with each function defined in it copied, the copies
-    sharing a private copy of the namespace: rebinding a name of ``module`` afterwards
-    changes nothing these copies call."""
-    space = dict(vars(module))
-    for name, value in list(space.items()):
-        if isinstance(value, types.FunctionType) and value.__globals__ is vars(module):
-            copy = types.FunctionType(value.__code__, space, value.__name__, value.__defaults__, value.__closure__)
-            copy.__kwdefaults__ = value.__kwdefaults__
-            copy.__dict__.update(value.__dict__)
-            space[name] = copy
-    return space
+# the code of every function ``contextlib.contextmanager`` makes (one code object for all)
+_CONTEXT_HELPER = contextlib.contextmanager(lambda: iter(())).__code__
+
+
+def _copy(value: types.FunctionType, space: dict) -> types.FunctionType:
+    copy = types.FunctionType(value.__code__, space, value.__name__, value.__defaults__, value.__closure__)
+    copy.__kwdefaults__ = value.__kwdefaults__
+    copy.__dict__.update(value.__dict__)
+    return copy
+
+
+def private(*modules: types.ModuleType) -> list[dict]:
+    """Each module's namespace with every function defined in it copied, the copies
+    sharing a private copy of that namespace (a ``@contextlib.contextmanager`` function
+    is copied inside its wrapper); a name one of ``modules`` binds to a function of
+    another (``from .watch import time_limit``) is bound to that function's copy.
+    Rebinding a name of any of the modules afterwards changes nothing these copies call,
+    from one module into another included."""
+    spaces = [dict(vars(module)) for module in modules]
+    copies: dict[int, types.FunctionType] = {}  # id of an original (each module keeps it alive) -> its copy
+    for module, space in zip(modules, spaces):
+        for name, value in list(space.items()):
+            if not isinstance(value, types.FunctionType):
+                continue
+            inner = getattr(value, "__wrapped__", None)
+            if value.__globals__ is vars(module):
+                copies[id(value)] = space[name] = _copy(value, space)
+            elif (value.__code__ is _CONTEXT_HELPER and isinstance(inner, types.FunctionType)
+                    and inner.__globals__ is vars(module)):
+                copies[id(value)] = space[name] = contextlib.contextmanager(_copy(inner, space))
+    for space in spaces:
+        for name, value in list(space.items()):
+            if isinstance(value, types.FunctionType) and id(value) in copies:
+                space[name] = copies[id(value)]
+    return spaces

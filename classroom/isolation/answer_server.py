@@ -60,7 +60,7 @@ from traitlets.config import Config  # noqa: E402
 import andrea_ref  # noqa: E402,F401
 from andrea_ref import i18n  # noqa: E402
 from andrea_ref import grading  # noqa: E402
-from andrea_ref.grading import _core  # noqa: E402
+from andrea_ref.grading import _core, watch  # noqa: E402
 from classroom.isolation import answer_guard, wire  # noqa: E402
 from classroom.isolation.namespaces import isolate_child, kernel_mounts, set_dumpable  # noqa: E402
 
@@ -91,8 +91,9 @@ def serve(sock: socket.socket) -> None:
     serve calls of one function, until ``bye`` or the connection ends.
 
     Everything the server's core uses is captured here, before any learner code runs:
-    private copies of the functions of :mod:`~classroom.isolation.wire`,
-    ``andrea_ref.grading._core`` and this module (:func:`answer_guard.private`), the
+    private copies of the functions of :mod:`~classroom.isolation.wire`, this module and
+    the modules a checked call runs through (``andrea_ref.grading._core.CALL_MODULES``:
+    :func:`answer_guard.private`), the
     socket's ``sendall``, and the key the grader sends first, which only this
     function's locals hold. Every reply carries an HMAC of its frame and its sequence
     number under that key, so a frame written on the socket by anything but this core
@@ -102,16 +103,15 @@ def serve(sock: socket.socket) -> None:
     learner cell runs). The audit hook (:func:`answer_guard.install_audit_hook`) and
     the thread sample after each call (:func:`answer_guard.other_threads`) add what
     they saw to the next reply as ``evidence``."""
-    wire_ = answer_guard.private(wire)
-    core = answer_guard.private(_core)
-    here = answer_guard.private(sys.modules[__name__])
+    wire_, here, core, *_ = answer_guard.private(wire, sys.modules[__name__],
+                                                 *(sys.modules[name] for name in _core.CALL_MODULES))
     pack, recv, WireError, dtype_name = wire_["pack"], wire_["recv"], wire.WireError, wire_["dtype_name"]
-    execute, Forbidden, Outcome, Blocker = core["execute"], _core.Forbidden, _core.Outcome, _core.Blocker
-    provided, Ref = dict(_core.PROVIDED), wire.Ref
+    execute, Forbidden, Outcome, Blocker = core["execute"], watch.Forbidden, _core.Outcome, watch.Blocker
+    provided, Ref = dict(watch.PROVIDED), wire.Ref
     call_limit, sendable, text_of, plain = _core.CALL_TIME_LIMIT, here["_sendable"], here["_text"], here["_plain"]
     sendall, digest, current_frames, Tensor = sock.sendall, _hmac_digest(), sys._current_frames, torch.Tensor
     clone, detach, equal = torch._C.TensorBase.clone, torch._C.TensorBase.detach, torch._C._VariableFunctions.equal
-    watched = tuple(_core.ALWAYS_FORBIDDEN_DIRS) + (os.path.dirname(os.path.abspath(andrea_ref.__file__)) + os.sep,)
+    watched = tuple(watch.ALWAYS_FORBIDDEN_DIRS) + (os.path.dirname(os.path.abspath(andrea_ref.__file__)) + os.sep,)
     evidence, busy = [], [False]
     st = {"key": None, "seq": 0, "shell": None, "fn": None, "returned": [], "calls": 0, "blocker": None}
     answer_guard.install_audit_hook(evidence, busy)
@@ -280,7 +280,7 @@ def _plain(value, _tensor=torch.Tensor, _detach=torch._C.TensorBase.detach):
     return value
 
 
-def _text(exc: BaseException, limit: int, _limit=_core._time_limit) -> str:
+def _text(exc: BaseException, limit: int, _limit=watch.time_limit) -> str:
     """str(exc), bounded; learner exceptions may misbehave when printed."""
     try:
         with _limit(2.0):

@@ -57,7 +57,7 @@ class WireError(Exception):
 
 class Ref(str):
     """The name of a function the receiving process provides itself
-    (``andrea_ref.grading._core.PROVIDED``): how a check hands the learner's function a
+    (``andrea_ref.grading.watch.PROVIDED``): how a check hands the learner's function a
     function (the reference model, to the capstone's ``train``). Code never travels."""
 
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 from andrea_ref.i18n import LANGUAGES, catalog, gettext
 
-LIKELY = "Likely mistake: {likely}"  # the grading package's own message (andrea_ref.grading._core)
+LIKELY = "Likely mistake: {likely}"  # the grading package's own message (andrea_ref.grading.messages)
 _FIELD = re.compile(r"\\\{(\w+)\\\}")
 MIN_FIXED = 20  # characters of a message's own words: "{where}: {mismatch}." explains nothing
 _NUMBER = re.compile(r"[-+]?\d+(?:[.,]\d+)?(?:e[-+]?\d+)?")

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 
 from andrea_ref import grading
-from andrea_ref.grading import _core
+from andrea_ref.grading import watch
 
 from ..markers import cell_source as _source
 from ..markers import without_markers
@@ -63,7 +63,7 @@ def build_plan(instructor_nb: dict, release_nb: dict, where: str = "notebook") -
 
     Each graded cell names the function it checks (``function``: a notebook may have
     several, as the capstone does) and the rule against shortcuts its checks enforce
-    (``forbidden``: ``andrea_ref.grading._core.rule_of``; ``shortcut`` says whether there
+    (``forbidden``: ``andrea_ref.grading.watch.rule_of``; ``shortcut`` says whether there
     is one); ``functions`` lists the notebook's functions in the order they are checked."""
     release = {}
     for cell in release_nb["cells"]:
@@ -102,7 +102,7 @@ def build_plan(instructor_nb: dict, release_nb: dict, where: str = "notebook") -
 
 def _rule_of(check: str) -> dict | None:
     """The ``Forbidden`` a check enforces (its own, else its module's), as data (None: no rule)."""
-    rule = _core.rule_of(getattr(grading, check))
+    rule = watch.rule_of(getattr(grading, check))
     if rule is None:
         return None
     return {"what": rule.what, "aten_words": list(rule.aten_words), "ref_files": rule.relative_ref_files()}

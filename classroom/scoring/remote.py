@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from andrea_ref.grading import _core
+from andrea_ref.grading import _core, watch
 
 from ..isolation import wire
 from ..isolation.backend import AnswerServers
@@ -199,7 +199,7 @@ class RemoteFunction(_core.RemoteAnswer):
             self.over_budget = True
             return _core.Outcome(error=RemoteError("CellTimeout", "the cell ran out of time"))
         try:
-            sent = [wire.Ref(_core.provided_name(a)) if _core.provided_name(a) else a for a in args]
+            sent = [wire.Ref(watch.provided_name(a)) if watch.provided_name(a) else a for a in args]
             header, values = self.exchange({"op": "call"}, {"args": sent, "forbidden": spec,
                                                             "time_limit": limit},
                                            timeout=wait if budget is None else min(wait, budget))

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from andrea_ref import grading
-from andrea_ref.grading import _core
+from andrea_ref.grading import _core, inputs, runner
 from andrea_ref.grading.points import ACCEPTED, HELD, SHORTCUT, cell_points, total
 from andrea_ref.i18n import gettext
 
@@ -209,7 +209,7 @@ def check_notebook(plan: dict, nb: dict, host: AnswerServers, *, cell_timeout: f
     graded = {g["grade_id"]: g for g in plan["graded"]}
     server = _Server(plan, host, verdict, cell_timeout=cell_timeout, call_limit=call_limit, deadline=deadline)
     try:
-        with _core.cpu_only(), _core.quiet():
+        with inputs.cpu_only(), runner.quiet():
             for gid, new in runs:
                 g = graded[gid]
                 if time.monotonic() >= deadline:

@@ -148,39 +148,33 @@ MIN_FIGURES = {f"{edition}{page}": n for edition in EDITIONS for page, n in (
     ("book/04_layernorm_and_placement.html", 2), ("book/05_mlp_and_gelu.html", 2))}
 
 
-def test_every_page_renders_offline(server, browser_context):
+def test_every_page_renders_offline(server, browser_context, visited):
     context, blocked = browser_context
     problems: list[str] = []
     links: dict[str, str] = {}
     math_pages = 0
-    for rel in _pages():
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
-        response = page.goto(server + rel, wait_until="load")
-        if response is None or response.status != 200:
-            problems.append(f"{rel}: HTTP {response.status if response else 'no response'}")
-        math = page.evaluate(TYPESET_JS)
+    for rel, f in visited.items():
+        if f["status"] != 200:
+            problems.append(f"{rel}: HTTP {f['status'] or 'no response'}")
+        math = f["math"]
         if math["hasMath"]:
             math_pages += 1
             if not math["loaded"] or math["typeset"] == 0:
                 problems.append(f"{rel}: math on the page but MathJax did not typeset it ({math})")
         if math.get("raw"):
             problems.append(f"{rel}: raw TeX left in the page text: {math['raw']}")
-        images = page.evaluate(IMAGES_JS)
+        images = f["images"]
         if images["broken"]:
             problems.append(f"{rel}: images not loaded: {images['broken']}")
         if images["no_alt"]:
             problems.append(f"{rel}: images without alt text: {images['no_alt']}")
         if images["count"] < MIN_FIGURES.get(rel, 0):
             problems.append(f"{rel}: {images['count']} figures, expected at least {MIN_FIGURES[rel]}")
-        for href in page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)"):
+        for href in f["links"]:
             if href.startswith(server):
                 links.setdefault(href, rel)
-        if errors:
-            problems.append(f"{rel}: console errors: {errors}")
-        page.close()
+        if f["errors"]:
+            problems.append(f"{rel}: console errors: {f['errors']}")
     assert math_pages >= 3 * len(EDITIONS), f"expected math on several chapters, found it on {math_pages} pages"
     for edition in EDITIONS[1:]:
         assert sum(p.startswith(edition) for p in _pages()) >= 10, f"the {edition} edition is missing pages"
@@ -384,29 +378,15 @@ AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"
 AXE_SHA256 = "29348999450cdf2849a8e70b7912fc2da85a849da39c0d0d5394f51d4a9ed95c"  # axe-core 4.14.1 (its README)
 
 
-def test_accessibility_audit_of_every_page(server, browser_context):
+def test_accessibility_audit_of_every_page(visited):
     """axe-core (vendored in tests/vendor/axe-core) over every page of every edition (at a
-    desktop's width, where the navigation is shown too): no violation of impact serious
-    or critical."""
+    desktop's width, where the navigation is shown too, once the math is typeset): no
+    violation of impact serious or critical."""
     import hashlib
     assert hashlib.sha256(AXE.read_bytes()).hexdigest() == AXE_SHA256, f"{AXE} is not the recorded axe-core"
-    context, _ = browser_context
-    problems, audited = [], 0
-    for rel in _pages():
-        page = context.new_page()
-        page.goto(server + rel, wait_until="load")
-        _wait_for_math(page)
-        page.add_script_tag(path=str(AXE))
-        result = page.evaluate("""async () => {
-          const r = await axe.run(document, {resultTypes: ['violations']});
-          return r.violations.filter(v => ['serious', 'critical'].includes(v.impact)).map(v => ({
-            id: v.id, impact: v.impact, help: v.help,
-            nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ': ' + (n.failureSummary || '').slice(0, 160))}));
-        }""")
-        audited += 1
-        problems += [f"{rel}: {v['impact']} {v['id']} ({v['help']}): {v['nodes']}" for v in result]
-        page.close()
-    assert audited >= 3 * 10, f"only {audited} pages audited"
+    problems = [f"{rel}: {v['impact']} {v['id']} ({v['help']}): {v['nodes']}"
+                for rel, f in visited.items() for v in f["axe"]]
+    assert len(visited) >= 3 * 10, f"only {len(visited)} pages audited"
     assert not problems, "\n".join(problems)
 
 
@@ -421,17 +401,68 @@ PAGE_FACTS_JS = """() => {
 }"""
 
 
+MENU_JS = """els => els.map(e => ({lang: e.getAttribute('hreflang'), href: e.href,
+                                 current: e.getAttribute('aria-current')}))"""
+
+AXE_JS = """async () => {
+  const r = await axe.run(document, {resultTypes: ['violations']});
+  return r.violations.filter(v => ['serious', 'critical'].includes(v.impact)).map(v => ({
+    id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ': ' + (n.failureSummary || '').slice(0, 160))}));
+}"""
+
+
+def _solutions(page, rel: str) -> tuple[int, list[str]]:
+    """(solutions that open on a click, problems): every exercise solution of the page is a
+    folded dropdown, hidden until its title is clicked."""
+    checked, problems = 0, []
+    solutions = page.locator("article .solution")
+    for i in range(solutions.count()):
+        sol = solutions.nth(i)
+        label = f"{rel}: solution {i + 1} ({sol.locator('.admonition-title').first.inner_text().strip()[:50]!r})"
+        body = sol.locator(":scope > :not(.admonition-title)")
+        if "dropdown" not in (sol.get_attribute("class") or "").split() or body.count() == 0:
+            problems.append(f"{label}: not a folded dropdown (needs `:class: dropdown`)")
+            continue
+        if any(body.nth(j).is_visible() for j in range(body.count())):
+            problems.append(f"{label}: visible before it is clicked")
+            continue
+        sol.locator(":scope > .admonition-title").first.click()
+        try:
+            body.first.wait_for(state="visible", timeout=3_000)
+        except Exception:
+            problems.append(f"{label}: still hidden after a click on its title")
+            continue
+        checked += 1
+    return checked, problems
+
+
 @pytest.fixture(scope="module")
 def visited(server, browser_context):
-    """{page: what it shows once loaded}: every page of every edition opened once, for the
-    tests that only read a loaded page (its ids, diagrams' alt texts, accessible names
-    and language)."""
+    """{page: what it shows}: every page of every edition opened once at a desktop's width
+    and read by every test that walks all pages: the HTTP status and console errors from
+    the load on; as loaded, its ids, diagrams' alt texts, accessible names, language and
+    language menu; once its math is typeset, the math, images and links, then axe-core's
+    audit; last, its exercise solutions clicked open (the only change made to the page)."""
     context, _ = browser_context
     facts = {}
     for rel in _pages():
         page = context.new_page()
-        page.goto(server + rel, wait_until="load")
-        facts[rel] = {**page.evaluate(PAGE_FACTS_JS), "language": page.evaluate(LANGUAGE_TEXT_JS)}
+        errors: list[str] = []
+        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+        response = page.goto(server + rel, wait_until="load")
+        f = {**page.evaluate(PAGE_FACTS_JS), "language": page.evaluate(LANGUAGE_TEXT_JS),
+             "status": response.status if response is not None else None,
+             "menu": page.eval_on_selector_all(".andrea-language-menu a.dropdown-item", MENU_JS)}
+        f["math"] = page.evaluate(TYPESET_JS)  # waits for MathJax where the page has math
+        f["images"] = page.evaluate(IMAGES_JS)
+        f["links"] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        f["errors"] = list(errors)  # the page's own: not the audit's, not the clicks'
+        page.add_script_tag(path=str(AXE))
+        f["axe"] = page.evaluate(AXE_JS)
+        f["solutions"] = _solutions(page, rel)
+        facts[rel] = f
         page.close()
     return facts
 
@@ -481,31 +512,9 @@ def test_every_chapter_has_objectives_and_summary(server, browser_context):
         "(`:::{admonition} ...` with `:class: objectives` / `:class: summary`):\n" + "\n".join(missing)
 
 
-def test_solutions_stay_folded_until_clicked(server, browser_context):
-    context, _ = browser_context
-    checked, problems = 0, []
-    for rel in _pages():
-        page = context.new_page()
-        page.goto(server + rel, wait_until="load")
-        solutions = page.locator("article .solution")
-        for i in range(solutions.count()):
-            sol = solutions.nth(i)
-            label = f"{rel}: solution {i + 1} ({sol.locator('.admonition-title').first.inner_text().strip()[:50]!r})"
-            body = sol.locator(":scope > :not(.admonition-title)")
-            if "dropdown" not in (sol.get_attribute("class") or "").split() or body.count() == 0:
-                problems.append(f"{label}: not a folded dropdown (needs `:class: dropdown`)")
-                continue
-            if any(body.nth(j).is_visible() for j in range(body.count())):
-                problems.append(f"{label}: visible before it is clicked")
-                continue
-            sol.locator(":scope > .admonition-title").first.click()
-            try:
-                body.first.wait_for(state="visible", timeout=3_000)
-            except Exception:
-                problems.append(f"{label}: still hidden after a click on its title")
-                continue
-            checked += 1
-        page.close()
+def test_solutions_stay_folded_until_clicked(visited):
+    checked = sum(f["solutions"][0] for f in visited.values())
+    problems = [p for f in visited.values() for p in f["solutions"][1]]
     if checked == 0 and not problems:
         pytest.skip("no page has an exercise solution yet")
     assert not problems, "\n".join(problems)
@@ -695,17 +704,12 @@ def test_the_themes_own_english_labels_are_translated(visited):
     assert not problems, "\n".join(problems)
 
 
-def test_language_menu_opens_the_same_page_in_every_edition(server, browser_context):
+def test_language_menu_opens_the_same_page_in_every_edition(server, browser_context, visited):
     context, _ = browser_context
     problems = []
     for edition in EDITIONS:
         for rel in _edition_pages(edition):
-            page = context.new_page()
-            page.goto(server + edition + rel, wait_until="load")
-            items = page.eval_on_selector_all(
-                ".andrea-language-menu a.dropdown-item",
-                "els => els.map(e => ({lang: e.getAttribute('hreflang'), href: e.href, current: e.getAttribute('aria-current')}))")
-            page.close()
+            items = visited[edition + rel]["menu"]
             want = {"en": server + rel, "de": server + "de/" + rel, "ka": server + "ka/" + rel}
             got = {i["lang"]: i["href"] for i in items}
             if got != want:

@@ -52,6 +52,14 @@ def graded_class(tmp_path_factory):
     return graded_class.grade(tmp_path_factory.mktemp("graded-class"))
 
 
+@pytest.fixture(scope="session")
+def plain_class(tmp_path_factory):
+    """The catalogue graded by plain nbgrader, once per run, for the tests that only read
+    its courses and gradebooks (tests/plain_class.py)."""
+    import plain_class
+    return plain_class.grade(tmp_path_factory.mktemp("plain-class"))
+
+
 @pytest.fixture(scope="module", params=["zygote", "sandbox per notebook"])
 def host(request, tmp_path_factory):
     """A real sandboxed answer server, in a zygote and in a sandbox per notebook."""

@@ -1,57 +1,28 @@
-"""The graders, proved through the real nbgrader pipeline.
-
-For each assignment a temporary course is made from the repository (nbgrader_config.py
-and solutions/), released with ``nbgrader generate_assignment``; every submission of
-grading_submissions.py is put in ``submitted/<student>/<assignment>/`` and the whole
-batch goes through one ``nbgrader autograde`` and one ``nbgrader generate_feedback``.
-Scores are read per graded cell from the gradebook.
-
-The only setting changed from the course's configuration is the cell timeout (15 s
-instead of 60 s), so the submission with an endless loop at the top of a cell costs
-less time here.
+"""The graders, proved through the real nbgrader pipeline: every submission of
+grading_submissions.py graded by plain ``nbgrader autograde`` and ``generate_feedback``
+in a temporary course per assignment (tests/plain_class.py, graded once per test run),
+its scores read per graded cell from the gradebook.
 """
 from __future__ import annotations
 
 import json
 import re
 import shutil
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 import grading_submissions as S
-from andrea_ref.grading.course import REPO, make_course, run_nbgrader, scores, submit
+from andrea_ref.grading.course import REPO, run_nbgrader
 
 pytestmark = pytest.mark.slow
 
-TEST_CONFIG = "c.Execute.timeout = 15"
 FAILING = {"invalid_json", "kernel_dies"}  # nbgrader cannot grade these: they must be reported
 
 
-def _grade_assignment(root: Path, assignment: str) -> dict:
-    nb_name = S.ASSIGNMENTS[assignment][0]
-    course = make_course(root / assignment, extra_config=TEST_CONFIG, assignments=(assignment,))
-    released = json.loads((course / "exercises" / assignment / nb_name).read_text())
-    solution = json.loads((course / "solutions" / assignment / nb_name).read_text())
-    for case in S.CASES:
-        if case.assignment == assignment:
-            submit(course, case.student, assignment, nb_name, S.make_submission(case, released, solution))
-    auto = run_nbgrader(course, "autograde", assignment)
-    feedback = run_nbgrader(course, "generate_feedback", assignment)
-    return {"course": course, "autograde": auto, "feedback": feedback, "scores": scores(course)}
-
-
 @pytest.fixture(scope="module")
-def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("courses")
-    # the assignments with submissions here (the capstone's answers are graded in
-    # test_grading_capstone.py); two cores: two courses at a time
-    assignments = [a for a in S.ASSIGNMENTS if any(c.assignment == a for c in S.CASES)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        results = dict(zip(assignments, pool.map(lambda a: _grade_assignment(root, a), assignments)))
-    yield results
-    shutil.rmtree(root, ignore_errors=True)
+def graded(plain_class):
+    return plain_class
 
 
 def _id(case):
@@ -167,7 +138,6 @@ def test_lab_validate_button(tmp_path):
     """What the Validate button in JupyterLab does: the nbgrader server extension,
     configured from nbgrader_config.py in the server's working directory (as `make lab`
     starts it), validates a finished notebook; an untouched one does not pass."""
-    import os
     import socket
     import subprocess
     import sys

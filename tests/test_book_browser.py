@@ -264,19 +264,12 @@ PAGE_OVERFLOW_JS = """() => {
 }"""
 
 
-def test_chapter_outputs_fit_at_1280px(server, browser_context):
+def test_chapter_outputs_fit_at_1280px(visited):
     """No printed output is cut off on the right on a desktop screen, and shown code keeps
     its lines: a long one scrolls inside its box (with the edge cue), it never wraps."""
-    context, _ = browser_context
-    problems, outputs = [], 0
-    for rel in _chapters():
-        page = context.new_page()
-        page.goto(server + rel, wait_until="load")
-        _wait_for_math(page)
-        outputs += page.locator("div.cell_output").count()
-        problems += [f"{rel}: {p}" for p in page.evaluate(OUTPUT_OVERFLOW_JS)]
-        problems += [f"{rel}: {p}" for p in page.evaluate(CODE_LINES_JS)]
-        page.close()
+    chapters = {rel: visited[rel]["chapter"] for rel in _chapters()}
+    outputs = sum(c["outputs"] for c in chapters.values())
+    problems = [f"{rel}: {p}" for rel, c in chapters.items() for p in c["too_wide"]]
     assert outputs > 0, "no code-cell output found on any chapter"
     assert not problems, "outputs wider than their box, or code that wraps, at 1280 px:\n" + "\n".join(problems)
 
@@ -437,15 +430,36 @@ def _solutions(page, rel: str) -> tuple[int, list[str]]:
     return checked, problems
 
 
+GLUE_STYLES_JS = """() => Array.from(document.querySelectorAll(
+    'article span.pasted-text, article p > span.output, article li > span.output')).map(e => {
+  const s = getComputedStyle(e), p = getComputedStyle(e.parentElement);
+  return {text: e.innerText, weight: s.fontWeight, pweight: p.fontWeight,
+          family: s.fontFamily, pfamily: p.fontFamily, parent: e.parentElement.tagName};
+})"""
+
+
+def _chapter_facts(page) -> dict:
+    """What the chapter tests read on a numbered chapter, its math typeset."""
+    boxes = {}
+    for cls in ("objectives", "summary"):
+        box = page.locator(f"article .admonition.{cls}")
+        boxes[cls] = box.count() > 0 and box.first.is_visible() and len(box.first.inner_text().strip()) >= 20
+    return {"outputs": page.locator("div.cell_output").count(),
+            "too_wide": page.evaluate(OUTPUT_OVERFLOW_JS) + page.evaluate(CODE_LINES_JS),
+            "boxes": boxes, "glue": page.evaluate(GLUE_STYLES_JS),
+            "downloads": page.eval_on_selector_all(".dropdown-download-buttons a", "els => els.map(e => e.href)")}
+
+
 @pytest.fixture(scope="module")
 def visited(server, browser_context):
     """{page: what it shows}: every page of every edition opened once at a desktop's width
     and read by every test that walks all pages: the HTTP status and console errors from
     the load on; as loaded, its ids, diagrams' alt texts, accessible names, language and
-    language menu; once its math is typeset, the math, images and links, then axe-core's
-    audit; last, its exercise solutions clicked open (the only change made to the page)."""
+    language menu; once its math is typeset, the math, images and links, a chapter's
+    outputs, code, admonitions, computed numbers and downloads, then axe-core's audit;
+    last, its exercise solutions clicked open (the only change made to the page)."""
     context, _ = browser_context
-    facts = {}
+    facts, chapters = {}, set(_chapters())
     for rel in _pages():
         page = context.new_page()
         errors: list[str] = []
@@ -458,6 +472,8 @@ def visited(server, browser_context):
         f["math"] = page.evaluate(TYPESET_JS)  # waits for MathJax where the page has math
         f["images"] = page.evaluate(IMAGES_JS)
         f["links"] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+        if rel in chapters:
+            f["chapter"] = _chapter_facts(page)
         f["errors"] = list(errors)  # the page's own: not the audit's, not the clicks'
         page.add_script_tag(path=str(AXE))
         f["axe"] = page.evaluate(AXE_JS)
@@ -495,19 +511,11 @@ def test_diagrams_have_alt_text_in_every_edition(visited):
     assert not problems, "\n".join(problems)
 
 
-def test_every_chapter_has_objectives_and_summary(server, browser_context):
-    context, _ = browser_context
+def test_every_chapter_has_objectives_and_summary(visited):
     chapters = _chapters()
     assert len(chapters) == 9, chapters
-    missing = []
-    for rel in chapters:
-        page = context.new_page()
-        page.goto(server + rel, wait_until="load")
-        for cls in ("objectives", "summary"):
-            box = page.locator(f"article .admonition.{cls}")
-            if box.count() == 0 or not box.first.is_visible() or len(box.first.inner_text().strip()) < 20:
-                missing.append(f"{rel}: no visible admonition of class {cls!r}")
-        page.close()
+    missing = [f"{rel}: no visible admonition of class {cls!r}"
+               for rel in chapters for cls, shown in visited[rel]["chapter"]["boxes"].items() if not shown]
     assert not missing, "chapters without their objectives or summary " \
         "(`:::{admonition} ...` with `:class: objectives` / `:class: summary`):\n" + "\n".join(missing)
 
@@ -520,24 +528,15 @@ def test_solutions_stay_folded_until_clicked(visited):
     assert not problems, "\n".join(problems)
 
 
-def test_computed_numbers_read_as_body_text(server, browser_context):
+def test_computed_numbers_read_as_body_text(visited):
     """{glue:text} and {glue:} values are set in the paragraph's own weight and font, not bold or code."""
-    context, _ = browser_context
     seen, problems = 0, []
     for rel in _chapters():
-        page = context.new_page()
-        page.goto(server + rel, wait_until="load")
-        styles = page.evaluate("""() => Array.from(document.querySelectorAll('article span.pasted-text, article p > span.output, article li > span.output')).map(e => {
-            const s = getComputedStyle(e), p = getComputedStyle(e.parentElement);
-            return {text: e.innerText, weight: s.fontWeight, pweight: p.fontWeight,
-                    family: s.fontFamily, pfamily: p.fontFamily, parent: e.parentElement.tagName};
-        })""")
-        for st in styles:
+        for st in visited[rel]["chapter"]["glue"]:
             seen += 1
             if st["weight"] != st["pweight"] or st["family"] != st["pfamily"]:
                 problems.append(f"{rel}: {st['text']!r} is set in weight {st['weight']} / {st['family'][:30]} "
                                 f"inside {st['parent']} of weight {st['pweight']} / {st['pfamily'][:30]}")
-        page.close()
     assert seen > 10, f"only {seen} computed numbers found in the chapters"
     assert not problems, "\n".join(problems[:20])
 
@@ -554,15 +553,11 @@ def test_welcome_page_is_in_the_navigation(server, browser_context):
     assert len(hrefs) >= 10, hrefs
 
 
-def test_chapters_offer_their_notebook_and_source_for_download(server, browser_context):
+def test_chapters_offer_their_notebook_and_source_for_download(browser_context, visited):
     context, _ = browser_context
     problems = []
     for rel in _chapters():
-        page = context.new_page()
-        page.goto(server + rel, wait_until="load")
-        links = page.eval_on_selector_all(".dropdown-download-buttons a",
-                                          "els => els.map(e => e.href)")
-        page.close()
+        links = visited[rel]["chapter"]["downloads"]
         stem = rel[: -len(".html")]
         md = [h for h in links if h.endswith(f"_sources/{stem}.md")]
         if not md:

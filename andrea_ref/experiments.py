@@ -40,7 +40,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-import multiprocessing
 import os
 import statistics
 from collections.abc import Callable, Iterator, Sequence
@@ -200,7 +199,33 @@ class _Workers:
             raise RuntimeError("an experiment worker process ended unexpectedly")
         return pickle.loads(stream.read(struct.unpack("<Q", head)[0]))
 
+    def kill(self) -> None:
+        """End the workers now (a map was interrupted: answers may be left in the pipes)."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
     def map(self, fn: Callable, items: list) -> list:
+        """``[fn(item) for item in items]`` on the workers; a map that does not finish (the
+        notebook interrupted) ends them, so that no later map reads its answers."""
+        done = False
+        try:
+            results, error = self._map(fn, items)
+            done = True
+        finally:
+            if not done:
+                self.kill()
+        if error is not None:  # the first exception a task raised, after every answer came back
+            raise error
+        return results
+
+    def _map(self, fn: Callable, items: list) -> tuple[list, BaseException | None]:
         import selectors
 
         results, queue, busy, error = [None] * len(items), list(enumerate(items)), {}, None
@@ -225,9 +250,7 @@ class _Workers:
                         busy[key.fd] = (proc, index)
                     else:
                         sel.unregister(key.fileobj)
-        if error is not None:
-            raise error
-        return results
+        return results, error
 
 
 def _serve() -> None:
@@ -236,16 +259,19 @@ def _serve() -> None:
 
     torch.set_num_threads(1)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
-    while True:
-        try:
-            fn, item = _Workers._receive(source)
-        except RuntimeError:  # the parent closed the pipe: done
-            return
-        try:
-            answer = (True, fn(item))
-        except Exception as exc:  # sent back and raised in the parent
-            answer = (False, exc)
-        _Workers._send(sink, answer)
+    try:
+        while True:
+            try:
+                fn, item = _Workers._receive(source)
+            except RuntimeError:  # the parent closed the pipe: done
+                return
+            try:
+                answer = (True, fn(item))
+            except Exception as exc:  # sent back and raised in the parent
+                answer = (False, exc)
+            _Workers._send(sink, answer)
+    except KeyboardInterrupt:  # the notebook's kernel was interrupted or shut down (its process group): end quietly
+        return
 
 
 _WORKERS: _Workers | None = None

@@ -147,3 +147,56 @@ def test_scaled_output_projections_keep_the_residual_sum_independent_of_depth():
     # ... and the 1/sqrt(2 n_layer) factor cancels that growth
     assert max(scaled) / min(scaled) < 1.15
     assert math.isclose(scaled[0], plain[0] / math.sqrt(2), rel_tol=0.15)
+
+
+# ------------------------------------------------------------------ the worker processes
+def test_a_worker_stopped_with_its_notebooks_kernel_ends_without_a_traceback():
+    """A chapter's kernel shut down (or interrupted) takes its process group's workers with
+    SIGINT: they end at once and quietly, with nothing on the build's output."""
+    import signal
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-c", "import andrea_ref.experiments as m; m._serve()"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    E._Workers._send(proc.stdin, (abs, -3))
+    assert E._Workers._receive(proc.stdout) == (True, 3)  # in its loop, waiting for the next task
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
+
+
+def test_an_interrupted_map_leaves_no_answer_behind(monkeypatch):
+    """A map interrupted in the notebook (Ctrl-C, the kernel's interrupt) ends its workers,
+    so the next map starts fresh ones and reads no answer meant for the one before."""
+    import signal
+    import time
+
+    monkeypatch.setattr(E, "_WORKERS", None)
+    monkeypatch.setattr(E, "_cores", lambda: 2)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 1.5)
+        with pytest.raises(KeyboardInterrupt):
+            E._parallel_map(time.sleep, [5.0, 5.0, 5.0])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    first = E._WORKERS
+    assert first is not None and all(p.poll() is not None for p in first.procs)
+    assert E._parallel_map(abs, [-1, -2, -3, -4]) == [1, 2, 3, 4]
+    assert E._WORKERS is not first
+    E._WORKERS.close()
+
+
+def test_a_task_that_raises_is_raised_in_the_caller_and_the_workers_stay(monkeypatch):
+    monkeypatch.setattr(E, "_WORKERS", None)
+    monkeypatch.setattr(E, "_cores", lambda: 2)
+    with pytest.raises(ValueError):
+        E._parallel_map(int, ["1", "not a number", "3"])
+    pool = E._WORKERS
+    assert E._parallel_map(int, ["4", "5"]) == [4, 5] and E._WORKERS is pool
+    pool.close()

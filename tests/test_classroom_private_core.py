@@ -119,3 +119,17 @@ def test_no_function_a_call_reaches_runs_with_a_modules_own_namespace():
     assert {"execute", "integrity_problem", "learner_lines", "time_limit", "importing", "_"} <= names, names
     leaks = [f"{f.__module__}.{f.__qualname__}" for f in reached if id(f.__globals__) in live]
     assert not leaks, leaks
+
+
+def test_a_default_argument_holding_a_function_of_the_group_holds_its_copy():
+    """``def _text(exc, limit, _limit=watch.time_limit)``: the default is the copy as well, so
+    rebinding a global of the module that defines the function changes nothing it runs."""
+    b = types.ModuleType("group_b")
+    exec("VALUE = 'real'\ndef g():\n    return VALUE\n", vars(b))
+    a = types.ModuleType("group_a")
+    vars(a)["g"] = b.g
+    exec("def f(h=g):\n    return h()\n", vars(a))
+    space_a, _space_b = answer_guard.private(a, b)
+    b.VALUE = "forged"
+    assert a.f() == "forged"  # the control: the module's own function is fooled
+    assert space_a["f"]() == "real"

@@ -175,8 +175,8 @@ def private(*modules: types.ModuleType) -> list[dict]:
     """Each module's namespace with every function defined in it copied, the copies
     sharing a private copy of that namespace (a ``@contextlib.contextmanager`` function
     is copied inside its wrapper); a name one of ``modules`` binds to a function of
-    another (``from .watch import time_limit``) is bound to that function's copy.
-    Rebinding a name of any of the modules afterwards changes nothing these copies call,
+    another (``from .watch import time_limit``), or that a default argument holds, is bound
+    to that function's copy. Rebinding a name of any of the modules afterwards changes nothing these copies call,
     from one module into another included."""
     spaces = [dict(vars(module)) for module in modules]
     copies: dict[int, types.FunctionType] = {}  # id of an original (each module keeps it alive) -> its copy
@@ -194,4 +194,8 @@ def private(*modules: types.ModuleType) -> list[dict]:
         for name, value in list(space.items()):
             if isinstance(value, types.FunctionType) and id(value) in copies:
                 space[name] = copies[id(value)]
+    for copy in copies.values():  # default arguments bound to a function of the group, too
+        own = copy.__wrapped__ if copy.__code__ is _CONTEXT_HELPER else copy  # a copy, never an original
+        if own.__defaults__:
+            own.__defaults__ = tuple(copies.get(id(d), d) for d in own.__defaults__)
     return spaces

@@ -1,19 +1,22 @@
 """The class graded once per test run by the real grader (the ``graded_class`` fixture of
 conftest.py), for every test that only reads what a run gives: the honest habits of
-tests/honest/ (test_honest_habits.py) and a right answer and classic mistakes handed in
-in English, German and Georgian (test_i18n_same_score.py).
+tests/honest/ (test_honest_habits.py), a right answer and classic mistakes handed in
+in English, German and Georgian (test_i18n_same_score.py), and the capstone's mistakes,
+forbidden shortcuts and an endless training loop (test_grading_capstone.py).
 
 One run of ``classroom.orchestration.run`` grades them all: every submission has a
 student name of its own, so each test reads its own records, rows, scores and pages.
 The run's settings are the stricter ones of the honest habits (a 60 s cell timeout, 240 s
 per submission, 3 GiB and 300 CPU seconds per kernel): an honest habit must pass under
-them, and a translated notebook scores the same under any settings.
+them, a translated notebook scores the same under any settings, and the endless loop
+costs one cell timeout while the other worker grades the rest of the class.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from catalogue import capstone as A
 from grading_submissions import ASSIGNMENTS, CAPSTONE, CASES, make_submission
 from honest import HABITS, NOTEBOOKS
 
@@ -27,6 +30,16 @@ PICK = ["ln_solution", "ln_unbiased", "ln_eps_outside", "gelu_erf", "mlp_transpo
         "capstone_solution", "capstone_sample_times_t"]
 BY_NAME = {c.student: c for c in CASES + CAPSTONE}
 TRANSLATED_CASES = [BY_NAME[name] for name in PICK]
+
+
+# the capstone's answers graded here: mistakes, a train that never returns, the shortcuts
+CAPSTONE_BY_NAME = {e.name: e for e in (*A.MISTAKES, *A.CORRECT, *A.SHORTCUTS)}
+ENDLESS = A.Answer("train_endless", "train", "def train(forward, params, batches, lr, n_head):\n    while True:\n"
+                   "        pass\n", A.TRAIN_ALL, note="one function out of time does not stop the next one's cells")
+CAPSTONE_GRADED = [CAPSTONE_BY_NAME[n] for n in (
+    "tiny_no_position", "tiny_in_place", "train_no_clear", "train_returns_list", "sample_times_t", "sample_keepdim",
+    "train_parameters_wrapped", "sample_manual_seed")] + [ENDLESS, *A.SHORTCUTS]
+CAPSTONE_RIGHT = "capstone_right"  # the instructor's three functions
 
 
 def translated_student(student: str, language: str) -> str:
@@ -57,13 +70,32 @@ def write_translated(subs: Path) -> None:
             path.write_text(make_submission(case, released(case.assignment, lang), solution), encoding="utf-8")
 
 
+def capstone_submission(entry) -> str:
+    """The released capstone with the instructor's functions, ``entry``'s cell replaced by its answer."""
+    nb = json.loads(A.RELEASE.read_text(encoding="utf-8"))
+    for cell in nb["cells"]:
+        if cell.get("id") in A.FUNCTIONS:
+            fn = cell["id"]
+            cell["source"] = entry.source if entry is not None and entry.cell == fn else A.solution(fn)
+    return json.dumps(nb)
+
+
+def write_capstone(subs: Path) -> None:
+    for entry in [None, *CAPSTONE_GRADED]:
+        path = subs / (entry.name if entry else CAPSTONE_RIGHT) / A.NB / "capstone.ipynb"
+        path.parent.mkdir(parents=True)
+        path.write_text(capstone_submission(entry), encoding="utf-8")
+
+
 def grade(tmp: Path) -> dict:
     """Writes the class into ``tmp/subs``, grades it into ``tmp/out``; returns the run's summary and ``out``."""
     subs, out = tmp / "subs", tmp / "out"
     write_honest(subs)
     write_translated(subs)
-    names = {h.name for h in HABITS}
-    assert len(names) == len(HABITS) and not names & {translated_student(n, lang) for n in PICK for lang in LANGS}
+    write_capstone(subs)
+    names = [h.name for h in HABITS] + [translated_student(n, lang) for n in PICK for lang in LANGS]
+    names += [CAPSTONE_RIGHT] + [e.name for e in CAPSTONE_GRADED]
+    assert len(set(names)) == len(names), "a student name given twice"
     summary = orchestration.run(subs, workers=2, db_url=f"sqlite:///{tmp / 'course.db'}", out=out,
                                 timeout=60, deadline=240, limits=sandbox.Limits(memory=3 << 30, cpu_seconds=300),
                                 progress=False, log=lambda *_: None)

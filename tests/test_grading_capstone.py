@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import json
 import math
 import re
 
@@ -19,10 +18,10 @@ import pytest
 
 from andrea_ref import grading
 from andrea_ref.grading import capstone as K
+from andrea_ref.grading import capstone_sample
 from andrea_ref.grading.manifest import load
 from catalogue import capstone as A
-from classroom import orchestration
-from classroom.isolation import bwrap as sandbox
+from graded_class import CAPSTONE_GRADED, CAPSTONE_RIGHT, ENDLESS
 
 SEEDS = (0, 20261130)  # the notebook's visible and hidden seeds
 CELLS = [c for cells in A.CELLS.values() for c in cells]
@@ -88,7 +87,7 @@ def test_the_sampling_bound_is_what_the_checks_promise():
     """Hoeffding's bound over every token, temperature and call stays below 1e-9."""
     n, eps = K.SAMPLE_ROWS, K.SAMPLE_BOUND
     calls = len(K.TEMPERATURES) * len(SEEDS)
-    assert 2 * math.exp(-2 * n * eps ** 2) * len(K._LOGIT_VALUES) * calls < 1e-9
+    assert 2 * math.exp(-2 * n * eps ** 2) * len(capstone_sample._LOGIT_VALUES) * calls < 1e-9
 
 
 def test_a_lazy_import_inside_the_learners_call_is_no_shortcut():
@@ -115,43 +114,24 @@ def test_a_lazy_import_inside_the_learners_call_is_no_shortcut():
 
 
 # ------------------------------------------------------------------ the real grader
-BY_NAME = {e.name: e for e in (*A.MISTAKES, *A.CORRECT, *A.SHORTCUTS)}
-ENDLESS = A.Answer("train_endless", "train", "def train(forward, params, batches, lr, n_head):\n    while True:\n"
-                   "        pass\n", A.TRAIN_ALL, note="one function out of time does not stop the next one's cells")
-GRADED = [BY_NAME[n] for n in ("tiny_no_position", "tiny_in_place", "train_no_clear", "train_returns_list",
-                               "sample_times_t", "sample_keepdim", "train_parameters_wrapped",
-                               "sample_manual_seed")] + [ENDLESS, *A.SHORTCUTS]
+GRADED = CAPSTONE_GRADED
 HELD = {"train_checks_own_reference"}  # it reaches the grading package's internals: held whole
 
 
-def _submission(entry) -> str:
-    nb = json.loads(A.RELEASE.read_text(encoding="utf-8"))
-    for cell in nb["cells"]:
-        if cell.get("id") in A.FUNCTIONS:
-            fn = cell["id"]
-            cell["source"] = entry.source if entry is not None and entry.cell == fn else A.solution(fn)
-    return json.dumps(nb)
-
-
 @pytest.fixture(scope="module")
-def graded_capstone(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("capstone")
-    subs = tmp / "subs"
-    for entry in [None, *GRADED]:
-        path = subs / (entry.name if entry else "right") / A.NB / "capstone.ipynb"
-        path.parent.mkdir(parents=True)
-        path.write_text(_submission(entry), encoding="utf-8")
-    orchestration.run(subs, workers=2, db_url=f"sqlite:///{tmp / 'course.db'}", out=tmp / "out",
-                      timeout=120, deadline=300, limits=sandbox.Limits(memory=3 << 30, cpu_seconds=300),
-                      progress=False, log=lambda *_: None)
-    with open(tmp / "out" / "report.csv", newline="", encoding="utf-8") as f:
+def graded_capstone(graded_class):
+    """The capstone's answers of the session's shared class (tests/graded_class.py):
+    ({student: report.csv row of 05_capstone}, report.txt)."""
+    out = graded_class["out"]
+    with open(out / "report.csv", newline="", encoding="utf-8") as f:
         rows = {r["student"]: r for r in csv.DictReader(f) if r["assignment"] == A.NB}
-    return rows, (tmp / "out" / "report.txt").read_text(encoding="utf-8")
+    return rows, (out / "report.txt").read_text(encoding="utf-8")
 
 
 def test_the_real_grader_gives_the_right_answer_every_point(graded_capstone):
     rows, _report = graded_capstone
-    assert (float(rows["right"]["score"]), rows["right"]["status"]) == (10.0, "graded"), rows["right"]
+    assert (float(rows[CAPSTONE_RIGHT]["score"]), rows[CAPSTONE_RIGHT]["status"]) == (10.0, "graded"), \
+        rows[CAPSTONE_RIGHT]
 
 
 @pytest.mark.parametrize("entry", GRADED, ids=lambda e: e.name)

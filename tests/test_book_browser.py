@@ -35,7 +35,6 @@ import functools
 import http.server
 import re
 import shutil
-import sys
 import threading
 import urllib.parse
 from pathlib import Path
@@ -587,7 +586,6 @@ def test_chapters_offer_their_notebook_and_source_for_download(browser_context, 
 
 
 def _extension():
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
     import andrea_book
     return andrea_book
 

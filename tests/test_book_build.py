@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -149,7 +148,6 @@ def test_cache_key_follows_the_imported_code(tmp_path, monkeypatch):
 def _setup_cell_code(repository_url: str) -> str:
     """The downloaded chapters' set-up cell, as IPython would run it (magics translated)."""
     from IPython.core.inputtransformer2 import TransformerManager
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
     import andrea_book as ext
     return TransformerManager().transform_cell("".join(ext.setup_cell(repository_url)["source"]))
 
@@ -213,7 +211,6 @@ def test_every_diagram_and_figure_directive_has_alt_text():
 
 
 def _book_extension():
-    sys.path.insert(0, str(ROOT / "book" / "_ext"))
     import andrea_book
     return andrea_book
 

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from .config import ModelConfig
 from .corpus import CharCorpus, get_batch, load_corpus
-from .experiments import _single_thread
+from .experiments.workers import single_thread
 from .model import AndreaModel
 
 VAL_SEED = 12345  # the seed of the validation windows, shared by every run
@@ -119,7 +119,7 @@ def train_model(model_config: ModelConfig, train_config: TrainConfig = TrainConf
     val_x, val_y = fixed_windows(corpus.val, ctx, cfg.eval_windows)
     result = TrainResult(eval_steps=[], val_losses=[], train_losses=[])
     start = time.process_time()
-    with _single_thread():
+    with single_thread():
         torch.manual_seed(cfg.seed)
         model = AndreaModel(model_config)
         opt = torch.optim.Adam(model.parameters(), lr=cfg.lr)

@@ -8,6 +8,7 @@ import torch
 
 from andrea_ref import ANDREA_120M, AndreaModel
 from andrea_ref import experiments as E
+from andrea_ref.experiments import workers as W
 
 
 def test_perturbing_one_token_reaches_later_positions_through_attention_only():
@@ -157,10 +158,10 @@ def test_a_worker_stopped_with_its_notebooks_kernel_ends_without_a_traceback():
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-c", "import andrea_ref.experiments as m; m._serve()"],
+    proc = subprocess.Popen([sys.executable, "-c", "import andrea_ref.experiments.workers as m; m._serve()"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    E._Workers._send(proc.stdin, (abs, -3))
-    assert E._Workers._receive(proc.stdout) == (True, 3)  # in its loop, waiting for the next task
+    W._Workers._send(proc.stdin, (abs, -3))
+    assert W._Workers._receive(proc.stdout) == (True, 3)  # in its loop, waiting for the next task
     proc.send_signal(signal.SIGINT)
     _out, err = proc.communicate(timeout=30)
     assert proc.returncode == 0 and b"Traceback" not in err, err.decode()
@@ -172,8 +173,8 @@ def test_an_interrupted_map_leaves_no_answer_behind(monkeypatch):
     import signal
     import time
 
-    monkeypatch.setattr(E, "_WORKERS", None)
-    monkeypatch.setattr(E, "_cores", lambda: 2)
+    monkeypatch.setattr(W, "_WORKERS", None)
+    monkeypatch.setattr(W, "_cores", lambda: 2)
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt
@@ -181,22 +182,22 @@ def test_an_interrupted_map_leaves_no_answer_behind(monkeypatch):
     try:
         signal.setitimer(signal.ITIMER_REAL, 1.5)
         with pytest.raises(KeyboardInterrupt):
-            E._parallel_map(time.sleep, [5.0, 5.0, 5.0])
+            W.parallel_map(time.sleep, [5.0, 5.0, 5.0])
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    first = E._WORKERS
+    first = W._WORKERS
     assert first is not None and all(p.poll() is not None for p in first.procs)
-    assert E._parallel_map(abs, [-1, -2, -3, -4]) == [1, 2, 3, 4]
-    assert E._WORKERS is not first
-    E._WORKERS.close()
+    assert W.parallel_map(abs, [-1, -2, -3, -4]) == [1, 2, 3, 4]
+    assert W._WORKERS is not first
+    W._WORKERS.close()
 
 
 def test_a_task_that_raises_is_raised_in_the_caller_and_the_workers_stay(monkeypatch):
-    monkeypatch.setattr(E, "_WORKERS", None)
-    monkeypatch.setattr(E, "_cores", lambda: 2)
+    monkeypatch.setattr(W, "_WORKERS", None)
+    monkeypatch.setattr(W, "_cores", lambda: 2)
     with pytest.raises(ValueError):
-        E._parallel_map(int, ["1", "not a number", "3"])
-    pool = E._WORKERS
-    assert E._parallel_map(int, ["4", "5"]) == [4, 5] and E._WORKERS is pool
+        W.parallel_map(int, ["1", "not a number", "3"])
+    pool = W._WORKERS
+    assert W.parallel_map(int, ["4", "5"]) == [4, 5] and W._WORKERS is pool
     pool.close()

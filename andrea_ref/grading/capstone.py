@@ -64,12 +64,12 @@ TINY, TRAIN, SAMPLE = "andrea_tiny", "train", "sample_next"
 FORBIDDEN = watch.Forbidden(
     N_("in this notebook the model is assembled from the embeddings, the blocks and the final "
        "LayerNorm; andrea_ref's model (model_forward, forward_from_params, AndreaModel) is not allowed."),
-    ref_files=("model.py", "trace.py", "experiments.py", "ladder.py", "museum.py", "train.py"),
+    ref_files=("model.py", "trace.py", "experiments/", "ladder.py", "museum.py", "train.py"),
 )
 FORBIDDEN_TRAIN = watch.Forbidden(
     N_("in this notebook the training loop is written by hand; andrea_ref's training code "
        "(andrea_ref.train, the book's experiments) is not allowed."),
-    ref_files=("train.py", "experiments.py", "ladder.py", "museum.py"),
+    ref_files=("train.py", "experiments/", "ladder.py", "museum.py"),
 )
 FORBIDDEN_SAMPLE = watch.Forbidden(
     N_("in this notebook sampling is written by hand; andrea_ref.sampling is not allowed."),

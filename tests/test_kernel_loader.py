@@ -23,6 +23,9 @@ import torch
 import torch.nn.functional as F
 
 from andrea_ref import kernels
+from andrea_ref.kernels import buildlock as kbuildlock
+from andrea_ref.kernels import buildplan as kbuildplan
+from andrea_ref.kernels import compiler as kcompiler
 from andrea_ref.kernels import loader as kloader
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,6 +39,13 @@ def cache(tmp_path, monkeypatch):
     root = tmp_path / "cache"
     monkeypatch.setenv(kloader.ENV_CACHE, str(root))
     return root
+
+
+def _use_sources(monkeypatch, folder):
+    """Point the build at other kernel sources: SOURCE_DIR is read by the planner (sources,
+    cache key) and by the compiler (include path), so it is patched where each reads it."""
+    monkeypatch.setattr(kbuildplan, "SOURCE_DIR", folder)
+    monkeypatch.setattr(kcompiler, "SOURCE_DIR", folder)
 
 
 def _subprocess_env(**extra):
@@ -148,7 +158,7 @@ def test_failed_compile_gives_the_compiler_error(cache, tmp_path, monkeypatch):
     shutil.copytree(kloader.SOURCE_DIR, broken)
     text = (broken / "gelu_cpu.cpp").read_text()
     (broken / "gelu_cpu.cpp").write_text("#error this source is broken on purpose\n" + text)
-    monkeypatch.setattr(kloader, "SOURCE_DIR", broken)
+    _use_sources(monkeypatch, broken)
     loader = kloader.KernelLoader(mode="auto", backend="cpu-twin", out=io.StringIO())
     with pytest.warns(kloader.KernelFallbackWarning, match="build failed.*broken on purpose"):
         st = loader.load()
@@ -169,15 +179,15 @@ def test_cuda_build_on_cpu_only_torch_is_explained(cache, monkeypatch):
 
 def test_nvcc_missing_is_explained(cache, monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "13.0")
-    monkeypatch.setattr(kloader, "nvcc_path", lambda: None)
+    monkeypatch.setattr(kbuildplan, "nvcc_path", lambda: None)
     with pytest.raises(kloader.KernelBuildError, match="nvcc was not found"):
         kloader.plan("cuda")
 
 
 def test_nvcc_major_version_mismatch_is_reported(cache, monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "12.4")
-    monkeypatch.setattr(kloader, "nvcc_path", lambda: "/opt/fake/bin/nvcc")
-    monkeypatch.setattr(kloader, "nvcc_version", lambda path: "13.0")
+    monkeypatch.setattr(kbuildplan, "nvcc_path", lambda: "/opt/fake/bin/nvcc")
+    monkeypatch.setattr(kbuildplan, "nvcc_version", lambda path: "13.0")
     monkeypatch.setenv("TORCH_CUDA_ARCH_LIST", "9.0")
     with pytest.raises(kloader.KernelBuildError, match=r"nvcc is CUDA 13\.0 but this torch was built with CUDA 12\.4"):
         kloader.plan("cuda")
@@ -221,7 +231,7 @@ def test_build_dir_is_keyed_on_torch_sources_and_cache(cache, tmp_path, monkeypa
     assert p1.build_dir.parent == cache
     name = p1.build_dir.name
     assert name.startswith("cpu-twin_torch-") and "arch-cpu" in name
-    assert "cuda-" + kloader._slug(torch.version.cuda or "none") in name
+    assert "cuda-" + kbuildplan._slug(torch.version.cuda or "none") in name
     assert p1.name.startswith("andrea_gelu_") and p1.name.isidentifier()
     assert kloader.plan("cpu-twin") == p1  # deterministic
 
@@ -235,7 +245,7 @@ def test_build_dir_is_keyed_on_torch_sources_and_cache(cache, tmp_path, monkeypa
     edited = tmp_path / "src"
     shutil.copytree(kloader.SOURCE_DIR, edited)
     (edited / "gelu_math.h").write_text((edited / "gelu_math.h").read_text() + "\n// edit\n")
-    monkeypatch.setattr(kloader, "SOURCE_DIR", edited)
+    _use_sources(monkeypatch, edited)
     p3 = kloader.plan("cpu-twin")
     assert p3.name != p1.name  # a header edit is a new build
 
@@ -252,7 +262,7 @@ def test_default_cache_location(monkeypatch, tmp_path):
 
 
 def test_missing_sources_are_reported(cache, tmp_path, monkeypatch):
-    monkeypatch.setattr(kloader, "SOURCE_DIR", tmp_path / "nowhere")
+    _use_sources(monkeypatch, tmp_path / "nowhere")
     with pytest.raises(kloader.KernelBuildError, match="kernel sources not found.*gelu_cpu.cpp"):
         kloader.plan("cpu-twin")
 
@@ -283,7 +293,7 @@ def test_a_live_builder_is_waited_for_with_a_message(tmp_path):
     release = threading.Event()
 
     def hold():
-        with kloader._BuildLock(tmp_path, messages.append, 5.0):
+        with kbuildlock.BuildLock(tmp_path, messages.append, 5.0):
             holder_in.set()
             release.wait(10)
 
@@ -292,13 +302,13 @@ def test_a_live_builder_is_waited_for_with_a_message(tmp_path):
     try:
         assert holder_in.wait(5)
         with pytest.raises(kloader.KernelBuildError, match="gave up after"):
-            with kloader._BuildLock(tmp_path, messages.append, 0.5):
+            with kbuildlock.BuildLock(tmp_path, messages.append, 0.5):
                 pass
         assert any("another process is building" in m for m in messages)
     finally:
         release.set()
         t.join()
-    with kloader._BuildLock(tmp_path, messages.append, 0.5) as lock:  # free again
+    with kbuildlock.BuildLock(tmp_path, messages.append, 0.5) as lock:  # free again
         assert lock.exclusive
 
 

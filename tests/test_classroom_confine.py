@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from classroom.isolation import cgroups, seccomp
+from classroom.isolation import cgroup_group, cgroups, seccomp
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -454,9 +454,10 @@ class FakeKernel:
 def fake(tmp_path, monkeypatch):
     def make(own="/grader.service", procs=None, **kw):
         k = FakeKernel(tmp_path / "cgroup", own, [os.getpid()] if procs is None else procs, **kw)
-        monkeypatch.setattr(cgroups, "_mkdir", k.mkdir)
-        monkeypatch.setattr(cgroups, "_rmdir", k.rmdir)
-        monkeypatch.setattr(cgroups, "_write", k.write)
+        for module in (cgroups, cgroup_group):   # each reads them: patch both
+            monkeypatch.setattr(module, "mkdir", k.mkdir)
+            monkeypatch.setattr(module, "rmdir", k.rmdir)
+            monkeypatch.setattr(module, "write", k.write)
         return k
     return make
 

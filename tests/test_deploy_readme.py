@@ -1,7 +1,8 @@
 """deploy/README.md says what the code does and how far each claim was taken.
 
 - every cgroup interface file the README names (``memory.max``, ``cpu.weight`` ...) is one the
-  grader's cgroup code reads or writes (classroom/isolation/cgroups.py, cgroup_layout.py);
+  grader's cgroup code reads or writes (classroom/isolation/cgroups.py, cgroup_group.py,
+  cgroup_layout.py);
 - its table "What was run here, what was emulated, what is only written": every row starts
   its "how far" with one of the words of :data:`HOW_FAR`, in bold; a row that says **run** for cgroup v2 needs a machine with
   cgroup v2 (this one has v1 only: the v2 code has run against a fake cgroup file system,
@@ -23,7 +24,8 @@ from classroom.isolation import cgroups  # noqa: E402
 
 ROOT = deploy_files.ROOT
 README = deploy_files.DEPLOY / "README.md"
-CGROUP_CODE = [ROOT / "classroom" / "isolation" / "cgroups.py", ROOT / "classroom" / "isolation" / "cgroup_layout.py"]
+CGROUP_CODE = [ROOT / "classroom" / "isolation" / name
+               for name in ("cgroups.py", "cgroup_group.py", "cgroup_layout.py")]
 HOW_FAR = ("run", "emulated", "checked as written", "checked statically", "only written")
 TABLE_HEADING = "## What was run here, what was emulated, what is only written"
 _CGROUP_FILE = re.compile(r"`((?:memory|cpu|pids|cgroup)\.[a-z_.]+)`")

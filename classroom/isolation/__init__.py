@@ -8,8 +8,8 @@ of another learner's.
   :mod:`.bwrap` (the sandbox's settings and bubblewrap command line), :mod:`.sandbox`
   (the kernel launcher nbgrader runs), :mod:`.processes`, :mod:`.zygote` (the one
   client of the zygotes that fork kernels and answer servers), :mod:`.answers` (answer
-  servers for the independent check), :mod:`.cgroups` and :mod:`.cgroup_layout`
-  (memory and process caps), :mod:`.seccomp` (system-call filters);
+  servers for the independent check), :mod:`.cgroups`, :mod:`.cgroup_group` and
+  :mod:`.cgroup_layout` (memory and process caps), :mod:`.seccomp` (system-call filters);
 - inside the sandbox: :mod:`.answer_server` (the zygote and answer server process),
   :mod:`.namespaces` (fresh namespaces per job, in a fork of the zygote) and
   :mod:`.wire` (the answer servers' protocol).

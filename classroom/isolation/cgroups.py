@@ -24,11 +24,11 @@ touched), and makes one :class:`Group` per kernel or worker in it, with
   ``tests/test_classroom_fairness.py``). Without the ``cpu`` controller the run goes
   on without a share and says so (:attr:`Tree.cpu_unavailable`).
 
-A process joins a group by writing its own pid into every file of
-:meth:`Group.procs_files` (a launcher with nothing but the standard library can do
-that right before it execs the kernel); its children are born inside.
-:meth:`Group.kill_all` and :meth:`Tree.close` kill every member and remove the
-folders, so a job leaves nothing running behind it.
+This module holds the tree (:class:`Tree`, :func:`open_tree`) and the making of its
+groups with their caps (:func:`make_group`). A group once made -- processes joining
+it, killing them, its memory use, removing it -- is :mod:`.cgroup_group`'s, with the
+file writes every change goes through; :meth:`Tree.close` removes every group made
+here, so a job leaves nothing running behind it.
 
 Both cgroup layouts are handled. On the unified hierarchy (v2) a controller only
 reaches a folder if every folder above enables it in ``cgroup.subtree_control``, and
@@ -46,11 +46,12 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
-import time
 from pathlib import Path
 
-from .cgroup_layout import (CONTROLLERS, CgroupUnavailable, cpu_dir, cpu_unavailable, detect, layout, read,
+# Every change to the cgroup file system goes through write, mkdir and rmdir (tests that
+# stand a fake kernel in for them patch them here and in .cgroup_group).
+from .cgroup_group import Group, mkdir, rmdir, rmdir_retry, write
+from .cgroup_layout import (CONTROLLERS, CgroupUnavailable, cpu_dir, cpu_unavailable, detect, layout,
                             unavailable, why, words)
 
 __all__ = ["CONTROLLERS", "CgroupUnavailable", "Group", "SLOWDOWN_BOUND", "Tree", "cpu_unavailable", "detect",
@@ -60,146 +61,6 @@ __all__ = ["CONTROLLERS", "CgroupUnavailable", "Group", "SLOWDOWN_BOUND", "Tree"
 # a learner keeping every core busy with many processes, over the time without it).
 SLOWDOWN_BOUND = 3.0
 CPU_WEIGHT = {"v2": ("cpu.weight", "100"), "v1": ("cpu.shares", "1024")}  # the same for every group
-
-
-# Changes go through these three, so tests can stand a fake kernel in for cgroupfs
-# (reads are plain reads of the files: cgroup_layout.read).
-def _write(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def _mkdir(path: Path) -> None:
-    os.mkdir(path)
-
-
-def _rmdir(path: Path) -> None:
-    os.rmdir(path)
-
-
-# ----------------------------------------------------------------------------- groups
-class Group:
-    """One leaf cgroup with a memory cap and a cap on processes and threads.
-
-    ``path`` is the folder (v2) or the pair (memory folder, pids folder) (v1)."""
-
-    def __init__(self, version: str, dirs: list[Path], name: str):
-        self.version = version
-        self.name = name
-        self.dirs = list(dirs)
-        self.path = self.dirs[0] if version == "v2" else tuple(self.dirs)
-
-    def __repr__(self) -> str:
-        return f"Group({self.version}, {self.path!r})"
-
-    @property
-    def _mem(self) -> Path:
-        return self.dirs[0]
-
-    def procs_files(self) -> list[str]:
-        """The files a process writes its own pid into to join (one per hierarchy)."""
-        return [str(d / "cgroup.procs") for d in self.dirs]
-
-    def join(self, pid: int) -> None:
-        for f in self.procs_files():
-            _write(Path(f), str(int(pid)))
-
-    def pids(self) -> list[int]:
-        out: set[int] = set()
-        for f in self.procs_files():
-            try:
-                out.update(int(w) for w in read(Path(f)).split())
-            except FileNotFoundError:
-                pass
-        return sorted(out)
-
-    def kill_all(self, timeout: float = 10.0) -> None:
-        """SIGKILL every member, again and again until none is left (a member may be
-        forking while it is killed). Raises OSError(EBUSY) if members outlive ``timeout``."""
-        kill_file = self._mem / "cgroup.kill"
-        if self.version == "v2" and kill_file.exists():
-            try:
-                _write(kill_file, "1")
-            except FileNotFoundError:
-                return
-            except OSError:
-                pass
-        deadline = time.monotonic() + timeout
-        while True:
-            members = self.pids()
-            if not members:
-                return
-            if time.monotonic() > deadline:
-                raise OSError(errno.EBUSY, f"processes {members} of {self.path} survived SIGKILL "
-                                           f"for {timeout:.0f} s")
-            for pid in members:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
-            time.sleep(0.02)
-
-    def memory_peak(self) -> int | None:
-        """The most memory the group has held, in bytes (None where the kernel does not say)."""
-        name = "memory.peak" if self.version == "v2" else "memory.max_usage_in_bytes"
-        try:
-            return int(read(self._mem / name).split()[0])
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def oom_kills(self) -> int:
-        """How many of the group's processes the kernel has killed for hitting the cap."""
-        if self.version == "v2":
-            files = [("memory.events", "oom_kill")]
-        else:
-            files = [("memory.oom_control", "oom_kill"), ("memory.failcnt", None)]
-        for name, key in files:
-            try:
-                text = read(self._mem / name)
-            except OSError:
-                continue
-            if key is None:
-                return int(text.split()[0]) if text.split() else 0
-            for line in text.splitlines():
-                words = line.split()
-                if len(words) == 2 and words[0] == key:
-                    return int(words[1])
-        return 0
-
-    def remove(self, timeout: float = 10.0) -> None:
-        """Kill every member, then remove the folder(s); a folder already gone is fine.
-
-        A process may still join after the members were killed (a sandbox launcher
-        whose worker died while it was starting): while the kernel answers EBUSY, the
-        group is emptied again, until ``timeout``."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self.kill_all()
-            try:
-                for d in self.dirs:
-                    _rmdir_retry(d, timeout=0.5)
-                return
-            except OSError as exc:
-                if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                    raise
-
-
-def _rmdir_retry(d: Path, timeout: float = 5.0) -> None:
-    # rmdir answers EBUSY for a moment after the last member was killed.
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            _rmdir(d)
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
 
 
 # ----------------------------------------------------------------------------- tree
@@ -248,7 +109,7 @@ class Tree:
             return
         for d in self.dirs:
             try:
-                _rmdir_retry(d)
+                rmdir_retry(d)
             except OSError as exc:
                 errors.append(exc)
         if errors:
@@ -258,16 +119,16 @@ class Tree:
         tree, own = self.dirs[0], self.own[0]
         off = " ".join("-" + c for c in CONTROLLERS + (() if self.cpu_unavailable else ("cpu",)))
         try:
-            _write(tree / "cgroup.subtree_control", off)
+            write(tree / "cgroup.subtree_control", off)
             if self.enabled_in_own:
-                _write(own / "cgroup.subtree_control", " ".join("-" + c for c in self.enabled_in_own))
-            _write(own / "cgroup.procs", str(os.getpid()))
+                write(own / "cgroup.subtree_control", " ".join("-" + c for c in self.enabled_in_own))
+            write(own / "cgroup.procs", str(os.getpid()))
         except OSError:
             return False
         self.moved_to_main = False
         self.enabled_in_own = []
         try:
-            _rmdir_retry(tree / "main")
+            rmdir_retry(tree / "main")
         except OSError:
             return False
         return True
@@ -283,7 +144,7 @@ def _make_dir(parent: Path, prefix: str) -> Path:
     for n in range(100):
         d = parent / f"{prefix}-{os.getpid()}-{n}"
         try:
-            _mkdir(d)
+            mkdir(d)
             return d
         except FileExistsError:
             continue
@@ -297,7 +158,7 @@ def _enable(d: Path, controllers=CONTROLLERS) -> list[str]:
     have = words(d / "cgroup.subtree_control")
     todo = [c for c in controllers if c not in have]
     if todo:
-        _write(d / "cgroup.subtree_control", " ".join("+" + c for c in todo))
+        write(d / "cgroup.subtree_control", " ".join("+" + c for c in todo))
     return todo
 
 
@@ -317,7 +178,7 @@ def open_tree(name_prefix: str = "andrea-grading", root="/sys/fs/cgroup", *,
                 made.append(_make_dir(d, name_prefix))
         except BaseException:
             for d in made:
-                _rmdir_retry(d)
+                rmdir_retry(d)
             raise
         tree = Tree("v1", made, list(own))
         tree.cpu_unavailable = cpu if isinstance(cpu, str) else None
@@ -351,8 +212,8 @@ def _open_v2(own: Path, prefix: str) -> Tree:
             # a leaf of the tree, then try again.
             main = tree_dir / "main"
             try:
-                _mkdir(main)
-                _write(main / "cgroup.procs", str(os.getpid()))
+                mkdir(main)
+                write(main / "cgroup.procs", str(os.getpid()))
             except OSError as exc2:
                 raise why(exc2, f"move the grader into {main}") from exc2
             tree.moved_to_main = True
@@ -383,14 +244,14 @@ def _undo_v2(tree: Tree) -> None:
     if tree.moved_to_main:
         try:
             if tree.enabled_in_own:
-                _write(own / "cgroup.subtree_control", " ".join("-" + c for c in tree.enabled_in_own))
-            _write(own / "cgroup.procs", str(os.getpid()))
+                write(own / "cgroup.subtree_control", " ".join("-" + c for c in tree.enabled_in_own))
+            write(own / "cgroup.procs", str(os.getpid()))
             tree.moved_to_main = False
-            _rmdir(tree_dir / "main")
+            rmdir(tree_dir / "main")
         except OSError:
             return
     try:
-        _rmdir(tree_dir)
+        rmdir(tree_dir)
     except OSError:
         pass
 
@@ -407,7 +268,7 @@ def make_group(parent: Tree, name: str, memory: int, processes: int) -> Group:
         for d in parent.dirs:
             g = d / name
             try:
-                _mkdir(g)
+                mkdir(g)
             except FileExistsError:
                 raise
             except OSError as exc:
@@ -416,27 +277,27 @@ def make_group(parent: Tree, name: str, memory: int, processes: int) -> Group:
         group = Group(parent.version, dirs, name)
         if parent.version == "v2":
             g = dirs[0]
-            _write(g / "memory.max", str(memory))
+            write(g / "memory.max", str(memory))
             if (g / "memory.swap.max").exists():
-                _write(g / "memory.swap.max", "0")
+                write(g / "memory.swap.max", "0")
             if (g / "memory.oom.group").exists():
-                _write(g / "memory.oom.group", "1")
-            _write(g / "pids.max", str(processes))
+                write(g / "memory.oom.group", "1")
+            write(g / "pids.max", str(processes))
             if parent.cpu_unavailable is None and (g / CPU_WEIGHT["v2"][0]).exists():
-                _write(g / CPU_WEIGHT["v2"][0], CPU_WEIGHT["v2"][1])
+                write(g / CPU_WEIGHT["v2"][0], CPU_WEIGHT["v2"][1])
         else:
             mem, pids = dirs[:2]
             # memsw (memory + swap) may never be below the memory limit: memory first.
-            _write(mem / "memory.limit_in_bytes", str(memory))
+            write(mem / "memory.limit_in_bytes", str(memory))
             if (mem / "memory.memsw.limit_in_bytes").exists():
-                _write(mem / "memory.memsw.limit_in_bytes", str(memory))
-            _write(pids / "pids.max", str(processes))
+                write(mem / "memory.memsw.limit_in_bytes", str(memory))
+            write(pids / "pids.max", str(processes))
             if len(dirs) > 2:  # the cpu hierarchy's folder
-                _write(dirs[2] / CPU_WEIGHT["v1"][0], CPU_WEIGHT["v1"][1])
+                write(dirs[2] / CPU_WEIGHT["v1"][0], CPU_WEIGHT["v1"][1])
     except BaseException:
         for d in dirs:
             try:
-                _rmdir(d)
+                rmdir(d)
             except OSError:
                 pass
         raise

@@ -10,6 +10,8 @@
 - :mod:`.shortcuts` (on :mod:`.source`, the alias tracking): the rules against shortcuts,
   decided on the answer's source: forbidden implementations reached from the graded
   function, machinery reached anywhere, file access noted;
+- :mod:`.forbidden`: a notebook's rule against shortcuts, which :mod:`.shortcuts` applies:
+  which forbidden implementation a path denotes, directly or by a computed name;
 - :mod:`.review`: submissions held for review, and the instructor's acceptances;
 - :mod:`.submission`: a whole submission checked, and the verdicts written over
   nbgrader's scores in the worker's gradebook (with where the notebook's own graded

@@ -33,7 +33,8 @@ def _checkout(dest: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(po, target)
     (dest / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "release.py", dest / "scripts")
+    for script in ("release.py", "release_state.py"):
+        shutil.copy(ROOT / "scripts" / script, dest / "scripts")
     return dest
 
 

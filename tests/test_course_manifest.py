@@ -209,7 +209,8 @@ def test_the_commands_refuse_a_bad_manifest_in_one_line_before_any_work(tmp_path
     root = _course(tmp_path, text)
     shutil.copy(ROOT / "nbgrader_config.py", root)
     (root / "scripts").mkdir()
-    shutil.copy(ROOT / "scripts" / "release.py", root / "scripts")
+    for script in ("release.py", "release_state.py"):
+        shutil.copy(ROOT / "scripts" / script, root / "scripts")
     runs = {"reader": [sys.executable, "-m", "andrea_ref.grading.manifest", "--root", str(root)],
             "release": [sys.executable, str(root / "scripts" / "release.py")]}
     for what, cmd in runs.items():

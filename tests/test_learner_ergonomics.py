@@ -316,7 +316,8 @@ def course(tmp_path):
     shutil.copytree(REPO / "exercises", tmp_path / "exercises",
                     ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     (tmp_path / "scripts").mkdir()
-    shutil.copy(REPO / "scripts" / "release.py", tmp_path / "scripts")
+    for script in ("release.py", "release_state.py"):
+        shutil.copy(REPO / "scripts" / script, tmp_path / "scripts")
     return tmp_path
 
 

@@ -44,7 +44,6 @@ an order of magnitude closer to the tanh formula than the two GELUs are to each 
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Optional
 
@@ -60,6 +59,7 @@ from .loader import (
     KernelLoader,
     KernelStatus,
 )
+from .settings import choice_from_env
 
 __all__ = [
     "BACKENDS",
@@ -92,12 +92,7 @@ _loader_guard = threading.Lock()
 
 
 def _variant_from_env() -> str:
-    value = os.environ.get(ENV_VARIANT, "auto").strip().lower() or "auto"
-    if value not in VARIANTS:
-        raise ValueError(
-            f"environment variable {ENV_VARIANT} must be one of {', '.join(VARIANTS)}; got {value!r}"
-        )
-    return value
+    return choice_from_env(ENV_VARIANT, VARIANTS)
 
 
 def _get_loader() -> KernelLoader:

@@ -38,13 +38,19 @@ NVCC_FLAGS = ("-O3",)
 # --------------------------------------------------------------------------- settings
 
 
-def mode_from_env() -> str:
-    value = os.environ.get(ENV_MODE, "auto").strip().lower() or "auto"
-    if value not in MODES:
+def choice_from_env(name: str, choices: tuple[str, ...]) -> str:
+    """The environment variable ``name``, one of ``choices`` (unset or empty: the first,
+    ``auto``); anything else is refused in one line that names the variable."""
+    value = os.environ.get(name, choices[0]).strip().lower() or choices[0]
+    if value not in choices:
         raise ValueError(
-            f"environment variable {ENV_MODE} must be one of {', '.join(MODES)}; got {value!r}"
+            f"environment variable {name} must be one of {', '.join(choices)}; got {value!r}"
         )
     return value
+
+
+def mode_from_env() -> str:
+    return choice_from_env(ENV_MODE, MODES)
 
 
 def build_only_from_env() -> bool:

@@ -454,10 +454,9 @@ class FakeKernel:
 def fake(tmp_path, monkeypatch):
     def make(own="/grader.service", procs=None, **kw):
         k = FakeKernel(tmp_path / "cgroup", own, [os.getpid()] if procs is None else procs, **kw)
-        for module in (cgroups, cgroup_group):   # each reads them: patch both
-            monkeypatch.setattr(module, "mkdir", k.mkdir)
-            monkeypatch.setattr(module, "rmdir", k.rmdir)
-            monkeypatch.setattr(module, "write", k.write)
+        monkeypatch.setattr(cgroup_group, "mkdir", k.mkdir)
+        monkeypatch.setattr(cgroup_group, "rmdir", k.rmdir)
+        monkeypatch.setattr(cgroup_group, "write", k.write)
         return k
     return make
 

@@ -48,9 +48,10 @@ import errno
 import os
 from pathlib import Path
 
-# Every change to the cgroup file system goes through write, mkdir and rmdir (tests that
-# stand a fake kernel in for them patch them here and in .cgroup_group).
-from .cgroup_group import Group, mkdir, rmdir, rmdir_retry, write
+# Every change to the cgroup file system goes through cgroup_group's write, mkdir and rmdir,
+# read there at each call (tests that stand a fake kernel in for them patch them there).
+from . import cgroup_group
+from .cgroup_group import Group
 from .cgroup_layout import (CONTROLLERS, CgroupUnavailable, cpu_dir, cpu_unavailable, detect, layout,
                             unavailable, why, words)
 
@@ -109,7 +110,7 @@ class Tree:
             return
         for d in self.dirs:
             try:
-                rmdir_retry(d)
+                cgroup_group.rmdir_retry(d)
             except OSError as exc:
                 errors.append(exc)
         if errors:
@@ -119,16 +120,16 @@ class Tree:
         tree, own = self.dirs[0], self.own[0]
         off = " ".join("-" + c for c in CONTROLLERS + (() if self.cpu_unavailable else ("cpu",)))
         try:
-            write(tree / "cgroup.subtree_control", off)
+            cgroup_group.write(tree / "cgroup.subtree_control", off)
             if self.enabled_in_own:
-                write(own / "cgroup.subtree_control", " ".join("-" + c for c in self.enabled_in_own))
-            write(own / "cgroup.procs", str(os.getpid()))
+                cgroup_group.write(own / "cgroup.subtree_control", " ".join("-" + c for c in self.enabled_in_own))
+            cgroup_group.write(own / "cgroup.procs", str(os.getpid()))
         except OSError:
             return False
         self.moved_to_main = False
         self.enabled_in_own = []
         try:
-            rmdir_retry(tree / "main")
+            cgroup_group.rmdir_retry(tree / "main")
         except OSError:
             return False
         return True
@@ -144,7 +145,7 @@ def _make_dir(parent: Path, prefix: str) -> Path:
     for n in range(100):
         d = parent / f"{prefix}-{os.getpid()}-{n}"
         try:
-            mkdir(d)
+            cgroup_group.mkdir(d)
             return d
         except FileExistsError:
             continue
@@ -158,7 +159,7 @@ def _enable(d: Path, controllers=CONTROLLERS) -> list[str]:
     have = words(d / "cgroup.subtree_control")
     todo = [c for c in controllers if c not in have]
     if todo:
-        write(d / "cgroup.subtree_control", " ".join("+" + c for c in todo))
+        cgroup_group.write(d / "cgroup.subtree_control", " ".join("+" + c for c in todo))
     return todo
 
 
@@ -178,7 +179,7 @@ def open_tree(name_prefix: str = "andrea-grading", root="/sys/fs/cgroup", *,
                 made.append(_make_dir(d, name_prefix))
         except BaseException:
             for d in made:
-                rmdir_retry(d)
+                cgroup_group.rmdir_retry(d)
             raise
         tree = Tree("v1", made, list(own))
         tree.cpu_unavailable = cpu if isinstance(cpu, str) else None
@@ -212,8 +213,8 @@ def _open_v2(own: Path, prefix: str) -> Tree:
             # a leaf of the tree, then try again.
             main = tree_dir / "main"
             try:
-                mkdir(main)
-                write(main / "cgroup.procs", str(os.getpid()))
+                cgroup_group.mkdir(main)
+                cgroup_group.write(main / "cgroup.procs", str(os.getpid()))
             except OSError as exc2:
                 raise why(exc2, f"move the grader into {main}") from exc2
             tree.moved_to_main = True
@@ -244,14 +245,14 @@ def _undo_v2(tree: Tree) -> None:
     if tree.moved_to_main:
         try:
             if tree.enabled_in_own:
-                write(own / "cgroup.subtree_control", " ".join("-" + c for c in tree.enabled_in_own))
-            write(own / "cgroup.procs", str(os.getpid()))
+                cgroup_group.write(own / "cgroup.subtree_control", " ".join("-" + c for c in tree.enabled_in_own))
+            cgroup_group.write(own / "cgroup.procs", str(os.getpid()))
             tree.moved_to_main = False
-            rmdir(tree_dir / "main")
+            cgroup_group.rmdir(tree_dir / "main")
         except OSError:
             return
     try:
-        rmdir(tree_dir)
+        cgroup_group.rmdir(tree_dir)
     except OSError:
         pass
 
@@ -268,7 +269,7 @@ def make_group(parent: Tree, name: str, memory: int, processes: int) -> Group:
         for d in parent.dirs:
             g = d / name
             try:
-                mkdir(g)
+                cgroup_group.mkdir(g)
             except FileExistsError:
                 raise
             except OSError as exc:
@@ -277,27 +278,27 @@ def make_group(parent: Tree, name: str, memory: int, processes: int) -> Group:
         group = Group(parent.version, dirs, name)
         if parent.version == "v2":
             g = dirs[0]
-            write(g / "memory.max", str(memory))
+            cgroup_group.write(g / "memory.max", str(memory))
             if (g / "memory.swap.max").exists():
-                write(g / "memory.swap.max", "0")
+                cgroup_group.write(g / "memory.swap.max", "0")
             if (g / "memory.oom.group").exists():
-                write(g / "memory.oom.group", "1")
-            write(g / "pids.max", str(processes))
+                cgroup_group.write(g / "memory.oom.group", "1")
+            cgroup_group.write(g / "pids.max", str(processes))
             if parent.cpu_unavailable is None and (g / CPU_WEIGHT["v2"][0]).exists():
-                write(g / CPU_WEIGHT["v2"][0], CPU_WEIGHT["v2"][1])
+                cgroup_group.write(g / CPU_WEIGHT["v2"][0], CPU_WEIGHT["v2"][1])
         else:
             mem, pids = dirs[:2]
             # memsw (memory + swap) may never be below the memory limit: memory first.
-            write(mem / "memory.limit_in_bytes", str(memory))
+            cgroup_group.write(mem / "memory.limit_in_bytes", str(memory))
             if (mem / "memory.memsw.limit_in_bytes").exists():
-                write(mem / "memory.memsw.limit_in_bytes", str(memory))
-            write(pids / "pids.max", str(processes))
+                cgroup_group.write(mem / "memory.memsw.limit_in_bytes", str(memory))
+            cgroup_group.write(pids / "pids.max", str(processes))
             if len(dirs) > 2:  # the cpu hierarchy's folder
-                write(dirs[2] / CPU_WEIGHT["v1"][0], CPU_WEIGHT["v1"][1])
+                cgroup_group.write(dirs[2] / CPU_WEIGHT["v1"][0], CPU_WEIGHT["v1"][1])
     except BaseException:
         for d in dirs:
             try:
-                rmdir(d)
+                cgroup_group.rmdir(d)
             except OSError:
                 pass
         raise

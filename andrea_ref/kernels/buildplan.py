@@ -43,6 +43,7 @@ class BuildPlan:
     name: str  # extension name == operator namespace (torch.ops.<name>)
     build_dir: Path
     sources: tuple
+    include_dir: Path  # the sources' folder, where their headers are
     cxx_flags: tuple
     nvcc_flags: tuple
     arch_list: Optional[str]
@@ -163,6 +164,7 @@ def plan(backend: str) -> BuildPlan:
         name=name,
         build_dir=cache_root() / folder,
         sources=tuple(str(SOURCE_DIR / s) for s in sources),
+        include_dir=SOURCE_DIR,
         cxx_flags=CXX_FLAGS,
         nvcc_flags=NVCC_FLAGS,
         arch_list=arch_list,

@@ -16,7 +16,6 @@ import warnings
 
 from .buildplan import BuildPlan
 from .errors import KernelBuildError
-from .settings import SOURCE_DIR
 
 
 def compile_library(p: BuildPlan) -> None:
@@ -37,7 +36,7 @@ def compile_library(p: BuildPlan) -> None:
                 sources=list(p.sources),
                 extra_cflags=[*p.cxx_flags, define],
                 extra_cuda_cflags=[*p.nvcc_flags, define] if p.backend == "cuda" else None,
-                extra_include_paths=[str(SOURCE_DIR)],
+                extra_include_paths=[str(p.include_dir)],
                 build_directory=str(p.build_dir),
                 is_python_module=False,
                 with_cuda=p.backend == "cuda",

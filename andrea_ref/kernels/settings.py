@@ -6,8 +6,8 @@ The environment variables (``ANDREA_KERNEL``, ``ANDREA_KERNEL_CACHE``,
 :mod:`~andrea_ref.kernels.buildplan` (the cache key), :mod:`~andrea_ref.kernels.compiler` and
 :mod:`~andrea_ref.kernels.loader`.
 
-``SOURCE_DIR`` is read, under that name, by ``buildplan`` and ``compiler``: a test that points
-the build at other sources patches it in both.
+``SOURCE_DIR`` is read by ``buildplan`` alone, into the plan the compiler builds: a test that
+points the build at other sources patches it there.
 """
 
 from __future__ import annotations

@@ -65,6 +65,14 @@ def test_each_graded_cell_names_its_function_and_the_rule_its_checks_enforce(pla
     assert {g["forbidden"]["what"] for g in plans["03_gelu"]["graded"]} == {gelu.FORBIDDEN.what}
 
 
+def test_only_the_cells_the_kernel_leaves_to_the_grader_go_uncompared(plans):
+    """A cell whose checks are all marked left_to_grader (the capstone's 150 training
+    steps) has no verdict in the grader's kernel: its kernel score is not compared with
+    the independent one, so it can neither accuse nor clear anyone; every other cell is."""
+    uncompared = {(a, g["grade_id"]) for a, p in plans.items() for g in p["graded"] if not g["kernel_compared"]}
+    assert uncompared == {("05_capstone", "train_learns")}
+
+
 def test_plan_refuses_a_graded_cell_doing_anything_else():
     sol, rel = _nbs("03_gelu")
     bad = copy.deepcopy(sol)

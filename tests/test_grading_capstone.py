@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
+import json
 import math
 import re
 
@@ -113,6 +114,54 @@ def test_a_lazy_import_inside_the_learners_call_is_no_shortcut():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
+def test_the_training_check_is_left_to_the_grader_in_its_sandbox_alone(monkeypatch):
+    """check_train_learns trains a model for 150 steps: where the course's grader executes
+    the notebook (runner.GRADER_ENV is "1" in its sandboxes) the kernel does not run it,
+    since the independent check decides its points; in a learner's own notebook, and
+    under plain nbgrader, it runs and fails a train that learns nothing."""
+    from andrea_ref.grading import runner
+    still = functions(next(e for e in A.MISTAKES if e.name == "train_no_update"))["train"]
+    right = functions()["train"]
+    assert getattr(grading.check_train_learns, "left_to_grader", False)
+    assert not any(getattr(c, "left_to_grader", False) for c in (grading.check_train_loss, grading.check_train_update))
+    for value in (None, "0", "yes"):  # anything but the grader's "1" runs the check
+        if value is None:
+            monkeypatch.delenv(runner.GRADER_ENV, raising=False)
+        else:
+            monkeypatch.setenv(runner.GRADER_ENV, value)
+        with pytest.raises(AssertionError, match="validation loss"):
+            with contextlib.redirect_stdout(io.StringIO()):
+                grading.check_train_learns(still)
+    monkeypatch.setenv(runner.GRADER_ENV, "1")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        grading.check_train_learns(still)  # not run: nothing to judge, nothing claimed here
+        holds = K.report_train(still)
+        right_holds = K.report_train(right)
+    text = out.getvalue()
+    assert text.count("not run here") == 3, text
+    assert "\u2713" not in text.splitlines()[0], text
+    # the self-check counts what it ran: the steps' slip is still reported, and learning is not counted
+    assert not holds and right_holds, text
+    assert "1 of 2 properties hold." in text and "2 of 2 properties hold." in text, text
+
+
+def test_the_independent_check_runs_every_check_whatever_the_environment_says(monkeypatch):
+    """Where the points are decided nothing is left to anyone: even with the sandboxes'
+    variable set in the grader's own environment (an instructor's shell, say), the
+    independent check trains and fails a train that learns nothing."""
+    from andrea_ref.grading import runner
+    from classroom.scoring import plan as scoring_plan
+    from classroom.scoring import verdicts
+    monkeypatch.setenv(runner.GRADER_ENV, "1")
+    still = functions(next(e for e in A.MISTAKES if e.name == "train_no_update"))["train"]
+    still.over_budget = False  # what the verdict reads of a served function
+    solution, release = (json.loads(path.read_text()) for path in (A.NOTEBOOK, A.RELEASE))
+    cell = next(g for g in scoring_plan.build_plan(solution, release)["graded"] if g["grade_id"] == "train_learns")
+    verdict = verdicts.run_cell(cell, still)
+    assert not verdict.passed and "validation loss" in verdict.message, verdict
+
+
 # ------------------------------------------------------------------ the real grader
 GRADED = CAPSTONE_GRADED
 HELD = {"train_checks_own_reference"}  # it reaches the grading package's internals: held whole
@@ -128,10 +177,16 @@ def graded_capstone(graded_class):
     return rows, (out / "report.txt").read_text(encoding="utf-8")
 
 
-def test_the_real_grader_gives_the_right_answer_every_point(graded_capstone):
+def test_the_real_grader_gives_the_right_answer_every_point(graded_capstone, graded_class):
     rows, _report = graded_capstone
     assert (float(rows[CAPSTONE_RIGHT]["score"]), rows[CAPSTONE_RIGHT]["status"]) == (10.0, "graded"), \
         rows[CAPSTONE_RIGHT]
+    # the learner's kernel left the training check to the independent check, which gave its point
+    nb = json.loads((graded_class["out"] / "autograded" / CAPSTONE_RIGHT / A.NB / "capstone.ipynb").read_text())
+    learns = next(c for c in nb["cells"] if c["metadata"].get("nbgrader", {}).get("grade_id") == "train_learns")
+    shown = "".join("".join(o.get("text", "")) for o in learns["outputs"])
+    assert shown.count("not run here") == 2 and "\u2713" not in shown, learns["outputs"]
+    assert float(rows[CAPSTONE_RIGHT]["train_learns"]) == 1.0, rows[CAPSTONE_RIGHT]
 
 
 @pytest.mark.parametrize("entry", GRADED, ids=lambda e: e.name)

@@ -23,6 +23,8 @@ import shutil
 import threading
 from pathlib import Path
 
+from andrea_ref.grading.runner import GRADER_ENV
+
 from .. import textsafe
 from . import bwrap, cgroups, seccomp
 from .answers import AnswerHost
@@ -38,6 +40,10 @@ from .zygote import KERNELS, Zygote
 # run prepares the worker, so nothing an earlier run's learners left there is reachable.
 SANDBOX_DIRS = ("scratch", "rt", "kz", "answer")
 
+# In every sandbox of a run, the checks know that the independent check decides the points
+# (andrea_ref.grading.runner): a check marked left_to_grader is not run a second time there.
+GRADED_HERE = {GRADER_ENV: "1"}
+
 
 def kernel_spec(wdir: Path, uid: int | None, limits: bwrap.Limits, repo: Path, course: Path, *,
                 seccomp_file: str | None = None, cgroup_procs: list[str] | None = None) -> bwrap.SandboxSpec:
@@ -49,7 +55,8 @@ def kernel_spec(wdir: Path, uid: int | None, limits: bwrap.Limits, repo: Path, c
     ro, pypath = bwrap.default_ro_paths(repo, course)
     return bwrap.SandboxSpec(scratch_root=str(wdir / "scratch"), runtime_dir=str(wdir / "rt"),
                              pidfile=str(wdir / "sandbox.pid"), uid=uid, ro_paths=ro, pythonpath=pypath,
-                             limits=limits, seccomp_file=seccomp_file, cgroup_procs=list(cgroup_procs or []))
+                             limits=limits, seccomp_file=seccomp_file, cgroup_procs=list(cgroup_procs or []),
+                             env=dict(GRADED_HERE))
 
 
 def answer_spec(wdir: Path, uid: int | None, limits: bwrap.Limits, repo: Path, course: Path, *,
@@ -64,7 +71,8 @@ def answer_spec(wdir: Path, uid: int | None, limits: bwrap.Limits, repo: Path, c
     ro, pypath = bwrap.default_ro_paths(repo, course)
     return bwrap.SandboxSpec(scratch_root=str(base), runtime_dir="", private_work=True,
                              pidfile=str(base / "sandbox.pid"), uid=uid, ro_paths=ro, pythonpath=pypath,
-                             limits=limits, seccomp_file=seccomp_file, cgroup_procs=list(cgroup_procs or []))
+                             limits=limits, seccomp_file=seccomp_file, cgroup_procs=list(cgroup_procs or []),
+                             env=dict(GRADED_HERE))
 
 
 def clean_sandbox_dirs(wdir: Path, keep_logs: bool = False) -> None:

@@ -29,6 +29,7 @@ import re
 
 from nbformat import from_dict
 
+from andrea_ref.grading.runner import LEFT_MARK
 from andrea_ref.i18n import LANGUAGES, N_, gettext
 
 from .. import markers
@@ -121,7 +122,8 @@ def shown_once(outputs: list[dict]) -> list[dict]:
 
 SELF_CHECK_NOTE = N_("(the self-check's ticks and crosses are not repeated here: "
                      "each graded cell below shows the grader's verdict)")
-_VERDICT_LINE = re.compile(r"^(\s*)[\u2713\u2717] ")
+# a tick, a cross, or the mark of a property left to the grader (not run in the kernel)
+_VERDICT_LINE = re.compile(r"^(\s*)[\u2713\u2717" + re.escape(LEFT_MARK) + "] ")
 
 
 def _report_line_pattern() -> re.Pattern:

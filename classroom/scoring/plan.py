@@ -26,6 +26,7 @@ from andrea_ref.grading import watch
 from ..markers import cell_source as _source
 from ..markers import without_markers
 
+
 def _nbgrader(cell) -> dict:
     meta = cell.get("metadata", {})
     nbg = meta.get("nbgrader", {}) if isinstance(meta, dict) else {}
@@ -64,7 +65,9 @@ def build_plan(instructor_nb: dict, release_nb: dict, where: str = "notebook") -
     Each graded cell names the function it checks (``function``: a notebook may have
     several, as the capstone does) and the rule against shortcuts its checks enforce
     (``forbidden``: ``andrea_ref.grading.watch.rule_of``; ``shortcut`` says whether there
-    is one); ``functions`` lists the notebook's functions in the order they are checked."""
+    is one); ``kernel_compared`` is False where every check of the cell is left to the
+    grader (``andrea_ref.grading.runner.left_to_grader``: the kernel does not run it);
+    ``functions`` lists the notebook's functions in the order they are checked."""
     release = {}
     for cell in release_nb["cells"]:
         gid = _nbgrader(cell).get("grade_id")
@@ -81,8 +84,11 @@ def build_plan(instructor_nb: dict, release_nb: dict, where: str = "notebook") -
             rules = [r for r in (_rule_of(check) for check, _ in calls) if r is not None]
             if any(r != rules[0] for r in rules):
                 raise ValueError(f"{where}, cell {gid}: its checks enforce different rules against shortcuts")
+            # a cell whose checks are all left to the grader has no verdict in the kernel to compare
+            compared = not all(getattr(getattr(grading, check), "left_to_grader", False) for check, _ in calls)
             graded.append({"grade_id": gid, "points": float(meta.get("points", 0)), "calls": calls,
-                           "function": fn, "forbidden": rules[0] if rules else {}, "shortcut": bool(rules)})
+                           "function": fn, "forbidden": rules[0] if rules else {}, "shortcut": bool(rules),
+                           "kernel_compared": compared})
             locked[gid] = _source(release.get(gid, cell))
         elif meta.get("solution"):
             solutions[gid] = _source(release[gid]) if gid in release else ""

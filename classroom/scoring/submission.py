@@ -8,7 +8,8 @@ check's (:mod:`classroom.scoring.verdicts`): a graded cell with no independent v
 gets no points. Where the two differ the record says so per cell, the comparison
 following :mod:`andrea_ref.grading.points` (the report turns a notebook that claims
 more than the checks grant into "tampering suspected"); it compares what the checks
-themselves give, so points a rule withholds are no suspicion of tampering. A notebook
+themselves give, so points a rule withholds are no suspicion of tampering, and a cell
+whose checks the kernel leaves to the grader (``kernel_compared``) is not compared. A notebook
 held for review is flagged in the gradebook, with its evidence in the comment of its
 answer cell (where the Formgrader shows it); one the instructor accepted says so there.
 """
@@ -81,7 +82,7 @@ def apply_verdicts(gradebook: Path, record: SubmissionRecord, verdicts: dict[str
             for snb in sub.notebooks:
                 record.kernel_notebooks[snb.name] = {g.name: g.score for g in snb.grades}
                 v = verdicts.get(snb.name)
-                graded = {c["grade_id"] for c in plans.get(snb.name, {}).get("graded", [])}
+                graded = {c["grade_id"]: c for c in plans.get(snb.name, {}).get("graded", [])}
                 for g in snb.grades:
                     if v is not None and g.name in v.cells:
                         independent_score, checked = v.cells[g.name].score, v.cells[g.name].checked_score
@@ -90,7 +91,8 @@ def apply_verdicts(gradebook: Path, record: SubmissionRecord, verdicts: dict[str
                     else:
                         continue
                     kernel_score = g.score
-                    if v is not None and disagreement(kernel_score, checked) is not None:
+                    compared = graded.get(g.name, {}).get("kernel_compared", True)
+                    if v is not None and compared and disagreement(kernel_score, checked) is not None:
                         record.checks[snb.name]["differs"].append(
                             {"grade_id": g.name, "kernel": kernel_score, "independent": checked})
                     g.auto_score = independent_score

@@ -222,7 +222,7 @@ def check_notebook(plan: dict, nb: dict, host: AnswerServers, *, cell_timeout: f
                     verdict.cells[gid] = CellVerdict(gid, g["points"], False, proxy)
                     continue
                 proxy.cell_deadline = min(deadline, time.monotonic() + cell_timeout)
-                verdict.cells[gid] = cv = _run_cell(g, proxy)
+                verdict.cells[gid] = cv = run_cell(g, proxy)
                 if proxy.over_budget:
                     cv.message = (f"The checks of this cell did not finish within {cell_timeout:g} s; "
                                   "the cell was stopped.")
@@ -281,12 +281,14 @@ def _apply_rules(plan: dict, verdict: NotebookVerdict, runs, found) -> None:
             cv.message = f"{cv.message}\n{text}" if cv.message else text
 
 
-def _run_cell(g: dict, proxy: RemoteFunction) -> CellVerdict:
+def run_cell(g: dict, proxy: RemoteFunction) -> CellVerdict:
+    """The verdict of graded cell ``g`` on the served function: every check of the cell
+    runs here, none left to anyone (``runner.every_check_runs``)."""
     lines: list[str] = []
     for check, kwargs in g["calls"]:
         out = io.StringIO()
         try:
-            with contextlib.redirect_stdout(out):
+            with contextlib.redirect_stdout(out), runner.every_check_runs():
                 getattr(grading, check)(proxy, **kwargs)
         except AssertionError as exc:
             return CellVerdict(g["grade_id"], g["points"], False, str(exc), lines, grading.failure_lines(exc))

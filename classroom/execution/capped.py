@@ -11,16 +11,23 @@ gigabyte feedback page and many gigabytes of grader memory. Here:
 - ``update_display_data`` (rewriting an earlier cell's output) and widget messages
   are ignored: an output, once written, belongs to the cell that wrote it -- so a
   later cell cannot smuggle what it saw into an earlier one.
+
+A kernel is used as soon as it is ready (:class:`PromptKernelClient`): jupyter_client
+waits for 0.2 s of silence on IOPub after every start, a fifth of a second per notebook
+graded.
 """
 from __future__ import annotations
 
 import json
+import time
+from queue import Empty
 
 import zmq
 import zmq.asyncio
+from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 from nbformat.v4 import new_output
-from traitlets import Integer
+from traitlets import DottedObjectName, Integer, Type
 
 from nbgrader.preprocessors import Execute
 
@@ -29,8 +36,64 @@ MAX_MESSAGE = 8 << 20
 LIMIT_HITS: set[str] = set()
 
 
+class PromptKernelClient(AsyncKernelClient):
+    """jupyter_client's asynchronous client, ready the moment its kernel is.
+
+    Ready means what jupyter_client means: the kernel answered a ``kernel_info_request``
+    on the shell channel, and IOPub is connected (a subscriber that connects late misses
+    what was published before, so outputs could be lost). jupyter_client proves the
+    second by waiting for any IOPub message and then reads IOPub until it has been
+    silent for 0.2 s. Here the proof is the ``idle`` status of that very request on
+    IOPub, the last message the kernel publishes for it: what came before it (the
+    start-up's status messages) is read and dropped, and nothing is waited for after
+    it. Anything later belongs to no request of nbclient's, which reads only the
+    messages whose parent is its own request."""
+
+    async def wait_for_ready(self, timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (float("inf") if timeout is None else timeout)
+        while True:
+            msg_id = self.kernel_info()
+            reply = await self._reply_to(msg_id, min(deadline, time.monotonic() + 1.0))
+            if reply is not None and await self._idle_after(msg_id, min(deadline, time.monotonic() + 0.2)):
+                handle = getattr(self, "_handle_kernel_info_reply", None)  # adapts to an older protocol
+                if handle is not None:
+                    handle(reply)
+                return
+            if not await self.is_alive():
+                raise RuntimeError("Kernel died before replying to kernel_info")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"Kernel didn't respond in {timeout:.0f} seconds")
+
+    async def _reply_to(self, msg_id: str, until: float) -> dict | None:
+        """The shell reply to request ``msg_id`` (earlier requests' replies are dropped)."""
+        while (left := until - time.monotonic()) > 0:
+            try:
+                msg = await self.shell_channel.get_msg(timeout=left)
+            except Empty:
+                return None
+            if msg.get("parent_header", {}).get("msg_id") == msg_id and msg["msg_type"] == "kernel_info_reply":
+                return msg
+        return None
+
+    async def _idle_after(self, msg_id: str, until: float) -> bool:
+        """Whether IOPub carries the idle status of request ``msg_id`` before ``until``."""
+        while (left := until - time.monotonic()) > 0:
+            try:
+                msg = await self.iopub_channel.get_msg(timeout=left)
+            except Empty:
+                return False
+            if (msg["msg_type"] == "status" and msg.get("parent_header", {}).get("msg_id") == msg_id
+                    and msg.get("content", {}).get("execution_state") == "idle"):
+                return True
+        return False
+
+
 class CappedKernelManager(AsyncKernelManager):
-    """A kernel manager whose sockets refuse messages over ``MAX_MESSAGE`` bytes."""
+    """A kernel manager whose sockets refuse messages over ``MAX_MESSAGE`` bytes, and
+    whose clients are :class:`PromptKernelClient`."""
+
+    client_class = DottedObjectName("classroom.execution.capped.PromptKernelClient")
+    client_factory = Type(PromptKernelClient, klass=AsyncKernelClient)
 
     def _context_default(self) -> zmq.asyncio.Context:
         self._created_context = True

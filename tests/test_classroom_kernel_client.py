@@ -16,6 +16,22 @@ from classroom.execution.capped import CappedKernelManager, PromptKernelClient
 pytestmark = pytest.mark.fast
 
 
+def _ready_kernel(km, then=None, timeout=60):
+    """Start ``km``'s kernel, wait until its client says it is ready, then await
+    ``then(client)`` (if given) and return what it gives; the kernel is stopped after."""
+    async def go():
+        await km.start_kernel()
+        kc = km.client()
+        kc.start_channels()
+        try:
+            await kc.wait_for_ready(timeout=timeout)
+            return await then(kc) if then is not None else None
+        finally:
+            kc.stop_channels()
+            await km.shutdown_kernel(now=True)
+    return asyncio.run(go())
+
+
 def _run(nb):
     client = NotebookClient(nb, kernel_name="python3", kernel_manager_class=CappedKernelManager, timeout=60)
     return client.execute()
@@ -39,18 +55,10 @@ def test_the_client_is_the_prompt_one_and_reports_its_kernel():
     km = CappedKernelManager(kernel_name="python3")
     assert isinstance(km.client(), PromptKernelClient)
 
-    async def start_and_ask():
-        await km.start_kernel()
-        kc = km.client()
-        kc.start_channels()
-        try:
-            await kc.wait_for_ready(timeout=60)
-            return (await kc.kernel_info(reply=True, timeout=10))["content"]
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel(now=True)
+    async def ask(kc):
+        return (await kc.kernel_info(reply=True, timeout=10))["content"]
 
-    info = asyncio.run(start_and_ask())
+    info = _ready_kernel(km, ask)
     assert info.get("language_info", {}).get("name") == "python", info
 
 
@@ -64,16 +72,5 @@ def test_a_kernel_that_dies_at_start_is_said_to_have_died(tmp_path, monkeypatch)
         % sys.executable)
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path))
     km = CappedKernelManager(kernel_name="dies", kernel_spec_manager=KernelSpecManager())
-
-    async def start():
-        await km.start_kernel()
-        kc = km.client()
-        kc.start_channels()
-        try:
-            await kc.wait_for_ready(timeout=30)
-        finally:
-            kc.stop_channels()
-            await km.shutdown_kernel(now=True)
-
     with pytest.raises(RuntimeError, match="died before replying"):
-        asyncio.run(start())
+        _ready_kernel(km, timeout=30)

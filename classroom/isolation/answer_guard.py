@@ -1,5 +1,5 @@
 """What an answer server does so that code in its own process cannot quietly change
-what it reports (:mod:`classroom.isolation.answer_server`).
+what it reports (:mod:`classroom.isolation.answer_calls`).
 
 Everything here is a hint, not a verdict: code in the same process can in principle
 reach anything. It raises the cost and leaves traces that the grader judges

@@ -184,7 +184,7 @@ def test_autograd_functions_call_the_build(build, dtype, fast):
 def test_public_api_runs_through_the_build(build):
     from andrea_ref import kernels
 
-    kernels._install_loader(build[0])
+    kernels.use_loader(build[0])
     try:
         x = torch.randn(7, 9, dtype=torch.float64, requires_grad=True)
         b = torch.randn(9, dtype=torch.float64, requires_grad=True)
@@ -194,7 +194,7 @@ def test_public_api_runs_through_the_build(build):
         expected = torch.nn.functional.gelu(x + b, approximate="tanh")
         torch.testing.assert_close(y, expected, rtol=1e-12, atol=1e-12)
     finally:
-        kernels._reset()
+        kernels.reset()
 
 
 # --------------------------------------------------------------------------- device code

@@ -38,10 +38,10 @@ def twin(tmp_path_factory):
     try:
         loader = kloader.KernelLoader(mode="require", backend="cpu-twin")
         st = loader.load()
-        kernels._install_loader(loader)
+        kernels.use_loader(loader)
         yield st
     finally:
-        kernels._reset()
+        kernels.reset()
         if saved is None:
             os.environ.pop(kloader.ENV_CACHE, None)
         else:

@@ -22,15 +22,15 @@ pytestmark = [
 
 @pytest.fixture(scope="module")
 def cuda_kernels():
-    kernels._reset()
+    kernels.reset()
     from andrea_ref.kernels.loader import KernelLoader
 
     loader = KernelLoader(mode="require")
     st = loader.load()
-    kernels._install_loader(loader)
+    kernels.use_loader(loader)
     assert st.backend == "cuda", st.reason
     yield st
-    kernels._reset()
+    kernels.reset()
 
 
 def test_correctness_matrix_small(cuda_kernels):

@@ -81,7 +81,7 @@ def test_peek_does_not_load(cache):
 def test_off_mode_never_builds(cache, monkeypatch):
     monkeypatch.setenv(kloader.ENV_MODE, "off")
     monkeypatch.setenv("CXX", "/nonexistent/c++")  # would fail loudly if a build were tried
-    kernels._reset()
+    kernels.reset()
     try:
         st = kernels.status()
         assert (st.backend, st.mode) == ("torch", "off")
@@ -94,7 +94,7 @@ def test_off_mode_never_builds(cache, monkeypatch):
         torch.testing.assert_close(kernels.bias_gelu(x, b), F.gelu(x + b, approximate="tanh"), rtol=0, atol=0)
         assert not cache.exists()
     finally:
-        kernels._reset()
+        kernels.reset()
 
 
 def test_mode_env_var_is_validated(monkeypatch):

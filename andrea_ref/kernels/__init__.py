@@ -8,6 +8,8 @@ Public API::
     kernels.gelu(x)               # tanh-GELU, differentiable
     kernels.bias_gelu(h, b1)      # gelu(h + b1) in one pass, differentiable in h and b1
     kernels.fast_path_ready(x)    # True if gelu(x) would run handwritten code
+    kernels.use_loader(loader)    # make a loader of your own the process-wide one
+    kernels.reset()               # forget it: the next call reads the environment again
 
 Importing this module compiles nothing and does not import the build machinery: the kernel is
 built (or loaded from its cache) the first time a function above needs it.
@@ -76,8 +78,10 @@ __all__ = [
     "gelu",
     "load",
     "ops",
+    "reset",
     "status",
     "use_fast_tanh",
+    "use_loader",
 ]
 
 ENV_VARIANT = "ANDREA_GELU_VARIANT"
@@ -103,7 +107,7 @@ def _get_loader() -> KernelLoader:
         return _loader
 
 
-def _reset() -> None:
+def reset() -> None:
     """Forget the process-wide loader so the next call reads the environment again.
 
     For tests and for notebooks that change ``ANDREA_KERNEL``. Operators already registered
@@ -114,8 +118,9 @@ def _reset() -> None:
         _loader = None
 
 
-def _install_loader(loader: KernelLoader) -> None:
-    """Make ``loader`` the process-wide one (the self-check installs a ``require`` loader)."""
+def use_loader(loader: KernelLoader) -> None:
+    """Make ``loader`` the process-wide one, e.g. a ``require`` loader that has built and
+    loaded its kernel already (the self-check); :func:`reset` forgets it again."""
     global _loader
     with _loader_guard:
         _loader = loader

@@ -109,7 +109,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         log(f"BUILD FAILED: {exc}")
         _write_json(args.json, {"environment": env, "build_error": str(exc), "passed": False})
         return EXIT_BUILD
-    kernels._install_loader(loader)
+    kernels.use_loader(loader)
     log(f"kernel: backend={st.backend} ({st.reason}); load took {time.perf_counter() - t0:.1f} s")
 
     result = {"environment": env, "kernel": dataclasses.asdict(st)}

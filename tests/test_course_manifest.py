@@ -28,6 +28,7 @@ from andrea_ref.grading import points_table
 from andrea_ref.i18n import read_catalog
 from andrea_ref.grading.manifest import FILE, KEYS, ManifestError, load, parse
 from classroom import notebook_i18n
+from classroom.isolation import uids
 
 ROOT = Path(__file__).resolve().parent.parent
 COURSE = load()
@@ -261,8 +262,12 @@ def _add_an_assignment(course: Path) -> None:
         (catalogs / f"{NEW}.po").write_text(text.replace("| 6 |", "| 5 |"), encoding="utf-8")
 
 
+# the copy's grading run: a uid range of its own, inside this test run's (conftest.py)
+COPY_UID_BASE = str(uids.UID_BASE + 1200)
+
+
 def _run(course: Path, *cmd: str, timeout=900) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(course), ANDREA_UID_BASE="62200")
+    env = dict(os.environ, PYTHONPATH=str(course), ANDREA_UID_BASE=COPY_UID_BASE)
     env.pop("NBGRADER_DB_URL", None)
     proc = subprocess.run([sys.executable, *cmd], cwd=course, env=env, capture_output=True, text=True,
                           timeout=timeout)
@@ -300,7 +305,7 @@ def test_one_more_assignment_is_added_through_the_manifest_alone(tmp_path):
         path.write_text(S.make_submission(case, released, solution), encoding="utf-8")
     out = tmp_path / "grading"
     proc = _run(course, "-m", "classroom.grade", str(subs), "--out", str(out), "--workers", "1",
-                "--db", f"sqlite:///{tmp_path / 'gradebook.db'}", "--no-progress", "--uid-base", "62200")
+                "--db", f"sqlite:///{tmp_path / 'gradebook.db'}", "--no-progress", "--uid-base", COPY_UID_BASE)
     with open(out / "report.csv", newline="") as f:
         rows = {(r["student"], r["assignment"]): r for r in csv.DictReader(f)}
     alice, bob = rows["alice", NEW], rows["bob", NEW]

@@ -26,7 +26,7 @@ import pytest
 
 from andrea_ref.grading import points_table
 from andrea_ref.i18n import read_catalog
-from andrea_ref.grading.manifest import FILE, KEYS, ManifestError, load, parse
+from andrea_ref.grading.manifest import FILE, KEYS, ManifestError, load
 from classroom import notebook_i18n
 from classroom.isolation import uids
 

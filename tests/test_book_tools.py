@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from andrea_ref import Block, ModelConfig, layer_norm
+from andrea_ref import Block, layer_norm
 from andrea_ref import experiments as E
 from andrea_ref import museum as M
 from andrea_ref.attention import causal_self_attention

@@ -38,7 +38,7 @@ import pg_server  # noqa: E402
 from classroom import dburl  # noqa: E402
 from classroom.intake.submission import Submission  # noqa: E402
 from classroom.orchestration import locks, workqueue  # noqa: E402
-from classroom.orchestration.workqueue import CLAIMED, DONE, TODO, WorkQueue  # noqa: E402
+from classroom.orchestration.workqueue import DONE, TODO, WorkQueue  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "pa:ss@w/rd%40-7Q"  # every character that tends to slip through a redaction

@@ -19,7 +19,6 @@ bubblewrap sandbox per kernel and per answer server.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 import textwrap

@@ -9,9 +9,8 @@ path. No test edits ``sys.path``, and no test module imports another.
 ``make test`` runs the tests on several pytest-xdist workers (``-n``, ``--dist loadgroup``),
 and then, with nothing beside them, the few marked ``alone``. A module's tests stay together
 on one worker (its module-scoped fixtures are made once); the modules that read the
-session's graded classes share a worker with the others that read the same class
-(``graded_class``, ``plain_class``), so that each class is graded once; and each worker
-grades with sandbox uids of its own.
+session's graded classes (``graded_class``, ``plain_class``) share one worker, so that
+each class is graded once; and each worker grades with sandbox uids of its own.
 """
 from __future__ import annotations
 
@@ -39,28 +38,17 @@ if _xdist_worker():  # before any test module imports classroom.isolation.uids
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Group the tests for ``--dist loadgroup`` (before xdist reads the groups): a module's
-    tests together, and the modules that use one session class together, joined with every
-    module that shares a session class with one of them."""
+    """Group the tests for ``--dist loadgroup``: by module, and every module that uses a
+    session's graded class in one group (before xdist reads the groups)."""
     if config.getoption("dist", "no") != "loadgroup":
         return
     modules: dict[str, list] = {}
     for item in items:
         modules.setdefault(item.nodeid.split("::")[0], []).append(item)
-    parent: dict[str, str] = {}  # union-find over modules and session classes
-
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
     for module, tests in modules.items():
-        for name in SESSION_CLASSES & set().union(*(getattr(t, "fixturenames", ()) for t in tests)):
-            parent[root(module)] = root(name)
-    for module, tests in modules.items():
-        group = root(module)
+        shared = any(SESSION_CLASSES & set(getattr(t, "fixturenames", ())) for t in tests)
         for t in tests:
-            t.add_marker(pytest.mark.xdist_group(group))
+            t.add_marker(pytest.mark.xdist_group("graded-classes" if shared else module))
 
 
 @pytest.fixture(scope="module")

@@ -99,13 +99,8 @@ bookdeps:
 book: $(STAMP) bookdeps
 	$(PY) scripts/build_book.py
 
-# Every test: on TEST_WORKERS pytest-xdist workers (tests/conftest.py keeps a module's tests,
-# and the modules that read the session's graded classes, together), then the tests marked
-# `alone` (they compare timings) with nothing beside them.
-TEST_WORKERS ?= 2
 test: $(STAMP) $(NGSHARE_STAMP) sysdeps book
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not alone"
-	$(PY) -m pytest -m alone
+	$(PY) -m pytest
 
 # The contributor's loop: the modules marked `fast` (pytest.ini), without their slow tests.
 test-fast: $(STAMP)

@@ -5,12 +5,6 @@ pytest's default import mode puts tests/ on ``sys.path``, so the helper modules 
 (andrea_ref, classroom, andrea_lab, and scripts/ and deploy/ as namespace packages) are
 importable from the repository root, which ``make venv`` puts on the virtual environment's
 path. No test edits ``sys.path``, and no test module imports another.
-
-``make test`` runs the tests on several pytest-xdist workers (``-n``, ``--dist loadgroup``),
-and then, with nothing beside them, the few marked ``alone``. A module's tests stay together
-on one worker (its module-scoped fixtures are made once); the modules that read the
-session's graded classes (``graded_class``, ``plain_class``) share one worker, so that
-each class is graded once; and each worker grades with sandbox uids of its own.
 """
 from __future__ import annotations
 
@@ -20,35 +14,6 @@ from pathlib import Path
 import pytest
 
 from jupyter_browser import CHROMIUM
-
-SESSION_CLASSES = {"graded_class", "plain_class"}  # fixtures graded once per worker
-UID_BASE_STEP = 10000  # between the sandbox uid ranges of two workers
-
-
-def _xdist_worker() -> int:
-    """This process's xdist worker number (``gw1`` -> 1); 0 outside a parallel run."""
-    name = os.environ.get("PYTEST_XDIST_WORKER", "")
-    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
-
-
-if _xdist_worker():  # before any test module imports classroom.isolation.uids
-    os.environ["ANDREA_UID_BASE"] = str(int(os.environ.get("ANDREA_UID_BASE") or 61000)
-                                        + UID_BASE_STEP * _xdist_worker())
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    """Group the tests for ``--dist loadgroup``: by module, and every module that uses a
-    session's graded class in one group (before xdist reads the groups)."""
-    if config.getoption("dist", "no") != "loadgroup":
-        return
-    modules: dict[str, list] = {}
-    for item in items:
-        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
-    for module, tests in modules.items():
-        shared = any(SESSION_CLASSES & set(getattr(t, "fixturenames", ())) for t in tests)
-        for t in tests:
-            t.add_marker(pytest.mark.xdist_group("graded-classes" if shared else module))
 
 
 @pytest.fixture(scope="module")

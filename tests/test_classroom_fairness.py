@@ -36,7 +36,7 @@ from classroom.isolation import bwrap as sandbox  # noqa: E402
 from classroom.isolation import cgroups  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-pytestmark = [pytest.mark.slow, pytest.mark.alone]  # its two runs' timings are compared
+pytestmark = pytest.mark.slow
 SPIN = 25  # seconds each spinner runs, in the kernel and again in the answer server
 SPINNERS = 100
 HONEST = ("b_honest", "c_honest", "d_honest")

@@ -12,8 +12,9 @@ of another learner's.
   :mod:`.cgroup_layout` (memory and process caps), :mod:`.seccomp` (system-call filters);
 - inside the sandbox: :mod:`.answer_server` (the zygote and answer server process),
   :mod:`.answer_calls` (the answer server's core: a notebook's cells, then calls of its
-  function), :mod:`.answer_guard` (what the core watches for), :mod:`.namespaces` (fresh namespaces per job, in a fork of the zygote) and
-  :mod:`.wire` (the answer servers' protocol).
+  function), :mod:`.answer_guard` (what the core watches for), :mod:`.namespaces` (fresh
+  namespaces per job, in a fork of the zygote) and :mod:`.wire` (the answer servers'
+  protocol).
 
 This package's ``__init__`` imports nothing: the launcher and the sandboxed processes
 import single modules of it with interpreters that have only the standard library.

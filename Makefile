@@ -24,11 +24,12 @@ all: book
 
 # The virtual environment is rebuilt whenever requirements.txt changes. PIP_INDEX_OPTS
 # (default empty) passes index options to pip, e.g. PyTorch's CPU-only wheels (README).
-$(STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt pyproject.toml setup.py
+$(STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt requirements-remove.txt pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet $(PIP_INDEX_OPTS) --upgrade pip
 	$(PY) -m pip install --quiet $(PIP_INDEX_OPTS) -r requirements.txt
 	$(PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip uninstall --quiet -y -r requirements-remove.txt
 	@# The course package itself, editable (its code stays this checkout's): its entry points,
 	@# e.g. the book's mime renderer for MyST-NB (pyproject.toml), need its metadata installed.
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e . >$(VENV)/editable.log 2>&1 || \
@@ -193,13 +194,14 @@ INSTRUCTOR ?= instructor
 # may run: the system's Python 3.11 (python3 and python3-venv), not one under root's home.
 HUB_PYTHON ?= /usr/bin/python3
 
-$(HUB_STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt hub/requirements.txt pyproject.toml setup.py
+$(HUB_STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt requirements-remove.txt hub/requirements.txt pyproject.toml setup.py
 	@$(HUB_PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1 || { \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3 python3-venv >/dev/null; }
 	$(HUB_PYTHON) -m venv $(HUB_VENV)
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) -r requirements.txt -r hub/requirements.txt $(PIP_QUIET)
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps -r requirements-nodeps.txt $(PIP_QUIET)
+	set -o pipefail; $(HUB_PY) -m pip uninstall --quiet -y -r requirements-remove.txt $(PIP_QUIET)
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps --force-reinstall . $(PIP_QUIET)
 	rm -rf build
 	touch $@

@@ -58,5 +58,7 @@ import sys
 # nbgrader -> nbformat -> jsonschema. nbformat validates notebooks with no format
 # checker at all, so nothing the grader does reads those formats; its processes do
 # without the module, and jsonschema leaves the two formats unchecked, as it does where
-# the module is not installed. Anything that imported it before keeps it.
+# the module is not installed. Anything that imported it before keeps it. (The course's
+# own environments do not install it at all: requirements-remove.txt; this covers the
+# grader run from another environment.)
 sys.modules.setdefault("rfc3987_syntax", None)

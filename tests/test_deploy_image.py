@@ -37,12 +37,15 @@ def _requirements(path: Path) -> tuple[list[Requirement], list[str]]:
 
 
 def _installed_files(instructions) -> list[str]:
-    """The requirements files the RUN instructions install (pip -r)."""
+    """The requirements files the RUN instructions install (``pip install -r``; not those
+    that ``pip uninstall -r`` takes out)."""
     import re
     out = []
     for ins in instructions:
         if ins.cmd == "RUN":
-            out += re.findall(r"-r\s+([^\s;&|]+)", ins.value[0])
+            for command in re.split(r";|&&|\|\|", ins.value[0]):
+                if re.search(r"\bpip\s+install\b", command):
+                    out += re.findall(r"-r\s+([^\s;&|]+)", command)
     return out
 
 
@@ -127,6 +130,18 @@ def test_the_runtime_requirements_hold_no_tooling_and_make_installs_them():
     from importlib.metadata import version
     for req in runtime + _requirements(ROOT / "requirements-nodeps.txt")[0]:
         assert req.specifier.contains(version(req.name), prereleases=True), (req, version(req.name))
+
+
+def test_what_requirements_remove_names_is_gone_here_and_from_the_image():
+    removed, includes = _requirements(ROOT / "requirements-remove.txt")
+    assert removed and includes == []
+    from importlib.metadata import PackageNotFoundError, version
+    for req in removed:
+        with pytest.raises(PackageNotFoundError):
+            version(req.name)
+    learner = deploy_files.stage_instructions_of(deploy_files.dockerfile(), "learner")
+    runs = " ".join(i.value[0] for i in learner if i.cmd == "RUN")
+    assert "pip uninstall -y -r /tmp/requirements/requirements-remove.txt" in runs
 
 
 def test_build_outputs_at_any_depth_stay_out_of_the_context(tmp_path):

@@ -31,8 +31,10 @@ it as the font that rendered the text, and no letter comes out as the missing-gl
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
+import queue
 import re
 import shutil
 import threading
@@ -87,13 +89,12 @@ def server():
         httpd.server_close()
 
 
-@pytest.fixture(scope="module")
-def browser_context(server):
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium package (make sysdeps)")
+@contextlib.contextmanager
+def _chromium(blocked: list[str]):
+    """A context of headless Chromium at a desktop's width that lets through only requests
+    for localhost: every other request is aborted and its URL added to ``blocked``."""
     from playwright.sync_api import sync_playwright
 
-    blocked: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
         context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -107,9 +108,63 @@ def browser_context(server):
                 r.abort()
 
         context.route("**/*", route)
+        try:
+            yield context
+        finally:
+            context.close()
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser_context(server):
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM}: install Debian's chromium package (make sysdeps)")
+    blocked: list[str] = []
+    with _chromium(blocked) as context:
         yield context, blocked
-        context.close()
-        browser.close()
+
+
+# Browsers that walk the pages side by side: a page keeps its renderer busy (layout,
+# MathJax, axe-core's audit) while the test waits, so two of them use both cores.
+WALKERS = 2
+
+
+def _each_page(blocked: list[str], read) -> dict:
+    """{page: read(page, rel)} for every page of every edition (_pages(), in its order),
+    each opened in a new tab and closed after. The pages are shared out between WALKERS
+    browsers, one per thread (Playwright's synchronous API wants its own instance in each
+    thread), with the network blocked as in ``browser_context``."""
+    pages = _pages()
+    todo: queue.SimpleQueue = queue.SimpleQueue()
+    for rel in pages:
+        todo.put(rel)
+    results: dict = {}
+    failures: list[BaseException] = []
+
+    def walk():
+        try:
+            with _chromium(blocked) as context:
+                while not failures:
+                    try:
+                        rel = todo.get_nowait()
+                    except queue.Empty:
+                        return
+                    page = context.new_page()
+                    try:
+                        results[rel] = read(page, rel)
+                    finally:
+                        page.close()
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=walk, name=f"walker-{i}") for i in range(WALKERS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        raise failures[0]
+    return {rel: results[rel] for rel in pages}
 
 
 TYPESET_JS = """async () => {
@@ -350,19 +405,20 @@ def test_no_page_scrolls_sideways_at_420px(server, browser_context):
     """On a phone-sized screen only wide formulas, tables, code and figures scroll, inside
     their own box and visibly so; formulas are whole, names in code break between their
     parts, figures with panels side by side stay legible."""
-    context, _ = browser_context
-    problems = []
-    for rel in _pages():
-        page = context.new_page()
+    _, blocked = browser_context
+
+    def read(page, rel):
         page.set_viewport_size({"width": 420, "height": 860})
         page.goto(server + rel, wait_until="load")
         _wait_for_math(page)
         found = page.evaluate(PAGE_OVERFLOW_JS)
+        problems = []
         if found["total"] > found["width"] + 1:
             problems.append(f"{rel}: page is {found['total']} px wide in a {found['width']} px "
                             f"viewport; sticking out: {found['culprits']}")
-        problems += [f"{rel}: {p}" for p in page.evaluate(NARROW_JS)]
-        page.close()
+        return problems + [f"{rel}: {p}" for p in page.evaluate(NARROW_JS)]
+
+    problems = [p for found in _each_page(blocked, read).values() for p in found]
     assert not problems, "\n".join(problems)
 
 
@@ -454,17 +510,19 @@ def visited(server, browser_context):
     """{page: what it shows}: every page of every edition opened once at a desktop's width
     and read by every test that walks all pages: the HTTP status and console errors from
     the load on; as loaded, its ids, diagrams' alt texts, accessible names, language and
-    language menu; once its math is typeset, the math, images and links, a chapter's
+    language menu (and a Georgian page's letters and fonts); once its math is typeset, the math, images and links, a chapter's
     outputs, code, admonitions, computed numbers and downloads, then axe-core's audit;
     last, its exercise solutions clicked open (the only change made to the page)."""
-    context, _ = browser_context
-    facts, chapters = {}, set(_chapters())
-    for rel in _pages():
-        page = context.new_page()
+    _, blocked = browser_context
+    chapters = set(_chapters())
+
+    def read(page, rel):
         errors: list[str] = []
-        page.on("console", lambda m, errors=errors: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
         response = page.goto(server + rel, wait_until="load")
+        if rel.startswith("ka/book/"):  # read as loaded, by test_georgian_pages_have_every_glyph
+            glyphs = _glyph_facts(page)
         f = {**page.evaluate(PAGE_FACTS_JS), "language": page.evaluate(LANGUAGE_TEXT_JS),
              "status": response.status if response is not None else None,
              "menu": page.eval_on_selector_all(".andrea-language-menu a.dropdown-item", MENU_JS)}
@@ -477,9 +535,11 @@ def visited(server, browser_context):
         page.add_script_tag(path=str(AXE))
         f["axe"] = page.evaluate(AXE_JS)
         f["solutions"] = _solutions(page, rel)
-        facts[rel] = f
-        page.close()
-    return facts
+        if rel.startswith("ka/book/"):
+            f["glyphs"] = glyphs
+        return f
+
+    return _each_page(blocked, read)
 
 
 def test_every_id_on_a_page_is_unique(visited):
@@ -764,23 +824,26 @@ GLYPHS_JS = """async () => {
 }"""
 
 
-def test_georgian_pages_have_every_glyph(server, browser_context):
-    context, _ = browser_context
+def _glyph_facts(page) -> dict:
+    """GLYPHS_JS's facts of a Georgian page as loaded, and the fonts Chromium really drew
+    its first heading with (``fonts``)."""
+    g = page.evaluate(GLYPHS_JS)
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument")["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "article h1"})["nodeId"]
+    g["fonts"] = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"] if node else []
+    cdp.detach()
+    return g
+
+
+def test_georgian_pages_have_every_glyph(visited):
     problems = []
     pages = _edition_pages("ka/")
     for rel in pages:
-        page = context.new_page()
-        page.goto(server + "ka/" + rel, wait_until="load")
-        g = page.evaluate(GLYPHS_JS)
-        # which fonts Chromium really drew the first Georgian paragraph with
-        cdp = context.new_cdp_session(page)
-        cdp.send("DOM.enable")
-        cdp.send("CSS.enable")
-        root = cdp.send("DOM.getDocument")["root"]["nodeId"]
-        node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": "article h1"})["nodeId"]
-        fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"] if node else []
-        cdp.detach()
-        page.close()
+        g = visited["ka/" + rel]["glyphs"]
+        fonts = g["fonts"]
         if g["letters"] < 20:
             problems.append(f"ka/{rel}: only {g['letters']} distinct Georgian letters")
         if g["missing"]:

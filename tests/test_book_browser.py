@@ -510,9 +510,10 @@ def visited(server, browser_context):
     """{page: what it shows}: every page of every edition opened once at a desktop's width
     and read by every test that walks all pages: the HTTP status and console errors from
     the load on; as loaded, its ids, diagrams' alt texts, accessible names, language and
-    language menu (and a Georgian page's letters and fonts); once its math is typeset, the math, images and links, a chapter's
-    outputs, code, admonitions, computed numbers and downloads, then axe-core's audit;
-    last, its exercise solutions clicked open (the only change made to the page)."""
+    language menu (and a Georgian page's letters and fonts); once its math is typeset,
+    the math, images and links, a chapter's outputs, code, admonitions, computed numbers
+    and downloads, then axe-core's audit; last, its exercise solutions clicked open (the
+    only change made to the page)."""
     _, blocked = browser_context
     chapters = set(_chapters())
 
@@ -521,11 +522,11 @@ def visited(server, browser_context):
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
         response = page.goto(server + rel, wait_until="load")
-        if rel.startswith("ka/book/"):  # read as loaded, by test_georgian_pages_have_every_glyph
-            glyphs = _glyph_facts(page)
         f = {**page.evaluate(PAGE_FACTS_JS), "language": page.evaluate(LANGUAGE_TEXT_JS),
              "status": response.status if response is not None else None,
-             "menu": page.eval_on_selector_all(".andrea-language-menu a.dropdown-item", MENU_JS)}
+             "menu": page.eval_on_selector_all(".andrea-language-menu a.dropdown-item", MENU_JS),
+             # read by test_georgian_pages_have_every_glyph
+             "glyphs": _glyph_facts(page) if rel.startswith("ka/book/") else None}
         f["math"] = page.evaluate(TYPESET_JS)  # waits for MathJax where the page has math
         f["images"] = page.evaluate(IMAGES_JS)
         f["links"] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
@@ -535,8 +536,6 @@ def visited(server, browser_context):
         page.add_script_tag(path=str(AXE))
         f["axe"] = page.evaluate(AXE_JS)
         f["solutions"] = _solutions(page, rel)
-        if rel.startswith("ka/book/"):
-            f["glyphs"] = glyphs
         return f
 
     return _each_page(blocked, read)

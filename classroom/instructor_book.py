@@ -36,6 +36,7 @@ import yaml
 
 from andrea_lab import CHAPTER_LINK
 
+from .isolation.bwrap import KERNEL_THREADS
 from .scan import html_text, normalise, secret_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -209,6 +210,7 @@ def build(out: Path = DEFAULT_OUT, solutions: Path = ROOT / "solutions", only_so
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.pop("MPLBACKEND", None)
+    env.update(KERNEL_THREADS)  # the solutions' checks run as in the grader's sandbox: on one thread
     cmd = [str(Path(sys.executable).with_name("jupyter-book")), "build", str(ROOT), "--path-output", str(out),
            "--config", str(cfg_path), "--toc", str(toc_path), "--builder", "html", "-n", "--keep-going"]
     if not only_solutions:

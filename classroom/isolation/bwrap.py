@@ -44,6 +44,12 @@ from pathlib import Path
 from .backend import SandboxUnavailable
 
 HOME_IN_SANDBOX = "/home/learner"
+# Learner code and the checks run on one thread: the checks' time limits are set for one,
+# and a thread pool as wide as the machine, sharing its cores with other work, makes a call
+# many times slower (the capstone's training check: 0.9 s alone on 2 cores, 10.5 s beside
+# three busy processes, 0.9 s there on one thread). The instructor's solutions build uses
+# the same settings (classroom.instructor_book).
+KERNEL_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 GiB = 1 << 30
 MiB = 1 << 20
 
@@ -280,8 +286,7 @@ def bwrap_argv(spec: SandboxSpec, workdir_in_sandbox: Path, scratch_work: Path, 
         "PYTHONNOUSERSITE": "1",
         "MPLBACKEND": "Agg",
         "MPLCONFIGDIR": "/tmp",
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
+        **KERNEL_THREADS,
         "LANG": "C.UTF-8",
         "ANDREA_KERNEL": "off",
         "NBGRADER_EXECUTION": os.environ.get("NBGRADER_EXECUTION", ""),

@@ -8,12 +8,25 @@ path. No test edits ``sys.path``, and no test module imports another.
 """
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
-import pytest
+# `make test` runs a few modules two at a time, one per pytest-xdist worker (Makefile,
+# SIDE_BY_SIDE). A grading run takes a range of sandbox uids of its own and refuses one in
+# use: each worker gets its own range (ANDREA_UID_BASE, read by classroom.isolation.uids
+# before any test module imports the grader). A test may use up to UID_BASE + 2200
+# (test_course_manifest), so the ranges lie 5000 apart.
+from classroom.isolation import uids  # noqa: E402  (standard library only)
 
-from jupyter_browser import CHROMIUM
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+if _XDIST_WORKER.startswith("gw") and _XDIST_WORKER[2:].isdigit():
+    os.environ["ANDREA_UID_BASE"] = str(uids.UID_BASE + 5000 * int(_XDIST_WORKER[2:]))
+    importlib.reload(uids)
+
+import pytest  # noqa: E402
+
+from jupyter_browser import CHROMIUM  # noqa: E402
 
 
 @pytest.fixture(scope="module")

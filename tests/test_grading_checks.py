@@ -22,8 +22,8 @@ pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sa
 @pytest.fixture(autouse=True)
 def restore_torch():
     """Undo whatever a submission reassigned in torch (one of them patches torch.allclose).
-    The checks' tensors are small: one thread (as the grader's workers use) keeps a call
-    far from the time limit on a busy machine."""
+    The whole check on one thread, as in the grader's workers: the checks put the learner's
+    call on one thread themselves, this puts the references' computing there too."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     yield
@@ -140,6 +140,23 @@ def test_slow_function_is_stopped_once(monkeypatch):
         grading.check_gelu_values(slow)
     with pytest.raises(AssertionError, match="not called again"):
         grading.check_gelu_shape(slow)
+
+
+def test_the_function_runs_on_one_thread_and_the_kernel_keeps_its_own():
+    """The learner's function is timed on one thread, as in the grader's sandbox, whatever
+    the learner's kernel uses for its own work, and the kernel's count comes back after,
+    even where the function set one of its own."""
+    seen = []
+
+    def gelu(x):
+        seen.append(torch.get_num_threads())
+        torch.set_num_threads(3)
+        return _good_gelu(x)
+
+    torch.set_num_threads(2)  # the autouse fixture gives the thread count back after
+    grading.check_gelu_values(gelu)
+    assert len(seen) > 1 and set(seen) == {1}
+    assert torch.get_num_threads() == 2
 
 
 def test_report_never_raises_and_names_the_mistake(capsys):

@@ -68,7 +68,7 @@ from .messages import GradingError, _, learner_lines, number
 from .watch import (
     Blocker, LearnerTimeout as _LearnerTimeout, NOTHING_FORBIDDEN, OWN_CODE as _OWN_CODE,
     OpRecorder as _OpRecorder, importing as _importing, no_collection as _no_collection,
-    time_limit as _time_limit)
+    one_thread as _one_thread, time_limit as _time_limit)
 
 
 # The modules whose functions a call of execute runs through, this one first: the answer
@@ -136,7 +136,8 @@ class RemoteAnswer:
 
 
 def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None, blocker=None):
-    """Call ``fn(*args)`` under the time limit with warnings and output captured,
+    """Call ``fn(*args)`` on one thread under the time limit (see
+    :func:`~andrea_ref.grading.watch.one_thread`) with warnings and output captured,
     recording the operations that run; never raises for what the function does.
 
     ``blocker``: a :class:`Blocker` the caller installed for ``forbidden.aten_words``
@@ -177,7 +178,7 @@ def execute(fn, args, forbidden=NOTHING_FORBIDDEN, time_limit=None, blocker=None
             warnings.simplefilter("always")
             if own_blocker:
                 blocker.install()
-            with _time_limit(limit):
+            with _one_thread(), _time_limit(limit):
                 try:
                     with recorder, _no_collection():
                         if forbidden.ref_files:

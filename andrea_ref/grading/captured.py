@@ -21,6 +21,8 @@ float64 = torch.float64
 finfo = torch.finfo
 LegacyStorage = torch.storage._LegacyStorage
 get_default_dtype = torch.get_default_dtype
+get_num_threads = torch.get_num_threads
+set_num_threads = torch.set_num_threads
 
 # the builtins the checks use on objects a learner's function returned
 type_ = builtins.type

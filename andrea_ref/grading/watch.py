@@ -1,7 +1,7 @@
 """Watching what the learner's function runs: the rule of what it may not use
 (:class:`Forbidden`), the recorder of ATen operations, the dispatcher-level blocker of
-forbidden operations (:class:`Blocker`), the time limit, and the code of this package
-that runs inside a watched call (:data:`OWN_CODE`)."""
+forbidden operations (:class:`Blocker`), the time limit and the one thread it is timed on,
+and the code of this package that runs inside a watched call (:data:`OWN_CODE`)."""
 from __future__ import annotations
 
 import contextlib
@@ -18,7 +18,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..model import forward_from_params as _forward_from_params
-from .captured import PACKAGE_DIR as _PACKAGE_DIR, TORCH_DIR as _TORCH_DIR
+from .captured import (PACKAGE_DIR as _PACKAGE_DIR, TORCH_DIR as _TORCH_DIR,
+                       get_num_threads as _get_num_threads, set_num_threads as _set_num_threads)
 
 
 class OpRecorder(TorchDispatchMode):
@@ -148,6 +149,27 @@ def time_limit(seconds):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run the code inside on one CPU thread, as the grader's sandboxes do
+    (``OMP_NUM_THREADS=1``), and give the process its thread count back after.
+
+    The time limit is wall-clock time. With PyTorch's default pool (a thread per core),
+    a call's threads wait on each other whenever the cores are busy with other work: the
+    capstone's training check takes 0.9 s on an idle two-core machine and over ten times
+    that beside three busy processes, but 0.9 s on one thread there too. The checks'
+    tensors are small, so one thread costs nothing on an idle machine, and the self-check
+    in the learner's notebook then times what the grader times."""
+    before = _get_num_threads()
+    if before != 1:
+        _set_num_threads(1)
+    try:
+        yield
+    finally:
+        if _get_num_threads() != before:  # the learner's function may have set its own
+            _set_num_threads(before)
 
 
 # ATen operations that contain a forbidden word, with every dispatch key the dispatcher

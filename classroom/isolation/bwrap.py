@@ -45,10 +45,10 @@ from .backend import SandboxUnavailable
 
 HOME_IN_SANDBOX = "/home/learner"
 # Learner code and the checks run on one thread: the checks' time limits are set for one,
-# and a thread pool as wide as the machine, sharing its cores with other work, makes a call
-# many times slower (the capstone's training check: 0.9 s alone on 2 cores, 10.5 s beside
-# three busy processes, 0.9 s there on one thread). The instructor's solutions build uses
-# the same settings (classroom.instructor_book).
+# and a pool as wide as the machine is many times slower on busy cores (the figures are at
+# andrea_ref.grading.watch.one_thread, which puts every checked call on one thread
+# anywhere). The instructor's solutions build uses the same settings
+# (classroom.instructor_book), for the cells no check watches too.
 KERNEL_THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 GiB = 1 << 30
 MiB = 1 << 20

@@ -1,15 +1,21 @@
 """The training chapter (book/09_andrea_at_work): every glued number recomputed, and the
 sentences that read the measurements checked against them.
 
-The ladder is trained again here, from andrea_ref, outside the chapter's kernel; its
-bands, the reference levels, the samples and the exercises' numbers are recomputed with
-code of this test's own (Counter for the entropy, a hand-written greedy loop, softmax of
-z / tau), so a mistake in the chapter's cells or in the helpers they call shows up as a
-mismatch. A glued name without a recipe fails, as in tests/test_book_glue.py.
+Part of the ladder is trained again here, from andrea_ref, outside the chapter's kernel:
+each rung once, the seeds taken in turn, so every rung and every seed is trained again
+(``RETRAINED``). Those runs must give the validation curves the chapter glued for them
+(``aw_ladder_val_losses``, every run's); the rest of the curves are taken from the chapter
+only once they do. From the curves, the bands, the reference levels, the samples and the
+exercises' numbers are recomputed with code of this test's own (Counter for the entropy,
+a hand-written greedy loop, softmax of z / tau), so a mistake in the chapter's cells or in
+the helpers they call shows up as a mismatch. A glued name without a recipe fails, as in
+tests/test_book_glue.py.
 """
 from __future__ import annotations
 
+import concurrent.futures as cf
 import math
+import multiprocessing
 import statistics
 from collections import Counter
 from functools import lru_cache
@@ -20,16 +26,47 @@ import torch
 from andrea_ref import ANDREA_12M, ANDREA_120M, AndreaModel, count_parameters
 from andrea_ref import ladder as L
 from andrea_ref.corpus import TINY_SHAKESPEARE, load_corpus
-from andrea_ref.train import VAL_SEED
+from andrea_ref.train import VAL_SEED, TrainResult
 from book_values import close, glued
 
 CHAPTER = "09_andrea_at_work"
 pytestmark = pytest.mark.slow
 
 
+# the runs trained again: the baseline with seed 0 (its weights are the samples' model),
+# then every other rung with the next seed in turn
+RETRAINED = [(rung, L.SEEDS[i % len(L.SEEDS)])
+             for i, rung in enumerate([L.BASELINE, *(r for r in L.RUNGS if r != L.BASELINE)])]
+
+
 @lru_cache(maxsize=None)
-def ladder():
-    return L.run_ladder(seeds=L.SEEDS, workers=2)
+def retrained() -> dict:
+    """{(rung, seed): TrainResult} of RETRAINED, two at a time in fresh processes."""
+    keep = [job == (L.BASELINE, 0) for job in RETRAINED]
+    with cf.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
+        done = list(pool.map(L.run_rung, *zip(*RETRAINED), keep))
+    return dict(zip(RETRAINED, done))
+
+
+@lru_cache(maxsize=None)
+def ladder() -> dict:
+    """{rung: [TrainResult of each seed]}: the runs trained again here, and the chapter's
+    glued curves of the others once those agree with them."""
+    curves = glued(CHAPTER).get("aw_ladder_val_losses")
+    if not isinstance(curves, dict):
+        pytest.fail(f"aw_ladder_val_losses: expected {{rung: [validation curve of each seed]}}, got {curves!r:.200}")
+    assert sorted(curves) == sorted(L.RUNGS) and all(len(c) == len(L.SEEDS) for c in curves.values()), curves.keys()
+    again = retrained()
+    differ = {}
+    for (rung, seed), result in again.items():
+        book = curves[rung][L.SEEDS.index(seed)]
+        if len(book) != len(result.val_losses) or not all(close(a, b) for a, b in zip(book, result.val_losses)):
+            differ[rung, seed] = (book, result.val_losses)
+    assert not differ, f"runs trained again here differ from the chapter's curves (chapter, here): {differ}"
+    steps = again[RETRAINED[0]].eval_steps
+    return {rung: [again.get((rung, seed)) or TrainResult(eval_steps=steps, val_losses=list(vals), train_losses=[])
+                   for seed, vals in zip(L.SEEDS, per_seed)]
+            for rung, per_seed in ((r, curves[r]) for r in L.RUNGS)}
 
 
 def bands(results):
@@ -76,6 +113,7 @@ def recipe():
         "aw_share_seen": train_config.steps * train_config.batch_size * ctx / (len(text) - n_val),
         "aw_n_seeds": len(L.SEEDS), "aw_n_rungs": len(L.RUNGS), "aw_n_runs": len(L.RUNGS) * len(L.SEEDS),
         "aw_cpu_median": None,  # a measurement of time: checked for plausibility below
+        "aw_ladder_val_losses": None,  # checked against the runs trained again, in ladder()
         "aw_init_std": model_config.init_std,
     }
     for rung, results in lad.items():

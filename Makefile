@@ -18,7 +18,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: all venv sysdeps bookdeps mathdeps book catalogs test test-fast test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade demo hubdeps hub test-class
+.PHONY: all venv sysdeps bookdeps mathdeps book catalogs test test-fast test-cuda-build bench lab lab-instructor learner-kit selfcheck clean release instructor grade demo hubdeps hub test-class test-envs
 
 all: book
 
@@ -202,6 +202,7 @@ selfcheck: $(STAMP)
 # rebuilt when its requirements change; configurable-http-proxy from npm in hub/node_modules.
 HUB_VENV := .venv-hub
 HUB_PY := $(HUB_VENV)/bin/python
+HUB_REQ_STAMP := $(HUB_VENV)/.requirements
 HUB_STAMP := $(HUB_VENV)/.installed
 HUB_PROXY := hub/node_modules/.bin/configurable-http-proxy
 INSTRUCTOR ?= instructor
@@ -209,7 +210,9 @@ INSTRUCTOR ?= instructor
 # may run: the system's Python 3.11 (python3 and python3-venv), not one under root's home.
 HUB_PYTHON ?= /usr/bin/python3
 
-$(HUB_STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt requirements-remove.txt hub/requirements.txt pyproject.toml setup.py
+# Two steps: the requirements (most of the time), then the course package, which is built
+# in this checkout (its build/ and egg-info), so never beside another build of it.
+$(HUB_REQ_STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt requirements-remove.txt hub/requirements.txt
 	@$(HUB_PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1 || { \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3 python3-venv >/dev/null; }
@@ -217,6 +220,9 @@ $(HUB_STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt 
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) -r requirements.txt -r hub/requirements.txt $(PIP_QUIET)
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps -r requirements-nodeps.txt $(PIP_QUIET)
 	set -o pipefail; $(HUB_PY) -m pip uninstall --quiet -y -r requirements-remove.txt $(PIP_QUIET)
+	touch $@
+
+$(HUB_STAMP): $(HUB_REQ_STAMP) pyproject.toml setup.py
 	set -o pipefail; $(HUB_PY) -m pip install --quiet $(PIP_INDEX_OPTS) --no-deps --force-reinstall . $(PIP_QUIET)
 	rm -rf build
 	touch $@
@@ -236,6 +242,17 @@ hub: hubdeps book
 
 test-class: hubdeps book
 	$(HUB_PY) -m pytest -p no:cacheprovider tests/test_class_hub.py
+
+# The environments of test-class and test-cuda-build, the slow part of both, without their
+# tests, system packages or the course package (built in this checkout, so not beside `make
+# test`). CI makes them beside `make test`, at the lowest priority (.ci/run); what is missing
+# after, those targets make.
+test-envs:
+	@if $(HUB_PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1; then $(MAKE) --no-print-directory $(HUB_REQ_STAMP); \
+	  else echo "make test-envs: $(HUB_PYTHON) has no venv module (python3-venv): make test-class installs it"; fi
+ifneq ($(and $(NVCC),$(wildcard $(CUDA_REQ))),)
+	@$(MAKE) --no-print-directory $(CUDA_STAMP) $(OLD_STAMP)
+endif
 
 clean:
 	rm -rf _build _build_instructor .pytest_cache

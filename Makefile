@@ -211,11 +211,13 @@ INSTRUCTOR ?= instructor
 # Each person's server runs as their own OS user, so the interpreter must be one every user
 # may run: the system's Python 3.11 (python3 and python3-venv), not one under root's home.
 HUB_PYTHON ?= /usr/bin/python3
+# whether HUB_PYTHON can make a virtual environment (Debian: python3-venv)
+HUB_CAN_VENV = $(HUB_PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1
 
 # Two steps: the requirements (most of the time), then the course package, which is built
 # in this checkout (its build/ and egg-info), so never beside another build of it.
 $(HUB_REQ_STAMP): requirements.txt requirements-runtime.txt requirements-nodeps.txt requirements-remove.txt hub/requirements.txt
-	@$(HUB_PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1 || { \
+	@$(HUB_CAN_VENV) || { \
 	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq python3 python3-venv >/dev/null; }
 	$(HUB_PYTHON) -m venv $(HUB_VENV)
@@ -250,7 +252,7 @@ test-class: hubdeps book
 # test`). CI makes them beside `make test`, at the lowest priority (.ci/run); what is missing
 # after, those targets make.
 test-envs:
-	@if $(HUB_PYTHON) -c "import venv, ensurepip" >/dev/null 2>&1; then $(MAKE) --no-print-directory $(HUB_REQ_STAMP); \
+	@if $(HUB_CAN_VENV); then $(MAKE) --no-print-directory $(HUB_REQ_STAMP); \
 	  else echo "make test-envs: $(HUB_PYTHON) has no venv module (python3-venv): make test-class installs it"; fi
 ifneq ($(and $(NVCC),$(wildcard $(CUDA_REQ))),)
 	@$(MAKE) --no-print-directory $(CUDA_STAMP) $(OLD_STAMP)

@@ -100,15 +100,18 @@ bookdeps:
 book: $(STAMP) bookdeps
 	$(PY) scripts/build_book.py
 
-# Test modules that keep at most one core busy (one browser, pip, nbgrader's command line or
-# a compiler at a time): after the rest, they run two at a time, one module per pytest-xdist
-# worker, the longest first (CONTRIBUTING.md, "Tests"). Every other module runs alone. Each
-# process of theirs keeps PyTorch to one thread, as the grader's sandboxes do: two thread
-# pools as wide as the machine on its two cores slow each other down many times over.
+# Test modules that leave a core idle most of the time (one browser, pip, nbgrader's command
+# line, a compiler, or a grading run of a few submissions at a time): after the rest, they run
+# two at a time, one module per pytest-xdist worker, the longest first (CONTRIBUTING.md,
+# "Tests"). Every other module runs alone. Each process of theirs keeps PyTorch to one
+# thread, as the grader's sandboxes do: two thread pools as wide as the machine on its two
+# cores slow each other down many times over.
 SIDE_BY_SIDE := tests/test_learner_kit.py tests/test_lab_browser.py tests/test_classroom_instructor.py \
-  tests/test_learner_ergonomics.py tests/test_course_manifest.py tests/test_kernel_loader.py \
-  tests/test_hub_feedback_browser.py tests/test_feedback_browser.py tests/test_classroom_hermetic.py \
-  tests/test_grading_integrity.py tests/test_classroom_independent.py tests/test_deploy_formgrader.py
+  tests/test_learner_ergonomics.py tests/test_classroom_writable.py tests/test_course_manifest.py \
+  tests/test_kernel_loader.py tests/test_deploy_grading_pod.py tests/test_feedback_trap.py \
+  tests/test_classroom_hermetic.py tests/test_grading_integrity.py tests/test_feedback_browser.py \
+  tests/test_kernel_cpu_twin.py tests/test_deploy_exchange.py tests/test_hub_feedback_browser.py \
+  tests/test_kernel_nvcc.py tests/test_classroom_independent.py tests/test_deploy_formgrader.py
 
 test: $(STAMP) $(NGSHARE_STAMP) sysdeps book
 	@# both parts run even when the first fails; make test fails if either did

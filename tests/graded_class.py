@@ -36,8 +36,9 @@ TRANSLATED_CASES = [BY_NAME[name] for name in PICK]
 CAPSTONE_BY_NAME = {e.name: e for e in (*A.MISTAKES, *A.CORRECT, *A.SHORTCUTS)}
 # Named to come first: the work queue hands out a batch in student order, so its cell
 # timeout runs while the other worker grades the rest of the class, not after it.
-ENDLESS = A.Answer("a_train_that_never_returns", "train", "def train(forward, params, batches, lr, n_head):\n    while True:\n"
-                   "        pass\n", A.TRAIN_ALL, note="one function out of time does not stop the next one's cells")
+ENDLESS = A.Answer("a_train_that_never_returns", "train",
+                   "def train(forward, params, batches, lr, n_head):\n    while True:\n        pass\n", A.TRAIN_ALL,
+                   note="one function out of time does not stop the next one's cells")
 CAPSTONE_GRADED = [CAPSTONE_BY_NAME[n] for n in (
     "tiny_no_position", "tiny_in_place", "train_no_clear", "train_returns_list", "sample_times_t", "sample_keepdim",
     "train_parameters_wrapped", "sample_manual_seed")] + [ENDLESS, *A.SHORTCUTS]

@@ -121,9 +121,11 @@ test: $(STAMP) $(NGSHARE_STAMP) sysdeps book
 	    $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder $(SIDE_BY_SIDE)) || status=$$?; \
 	  exit $$status
 
-# The contributor's loop: the modules marked `fast` (pytest.ini), without their slow tests.
+# The contributor's loop: the modules marked `fast` (pytest.ini), without their slow tests,
+# two modules at a time (one per pytest-xdist worker; none uses a session class), PyTorch on
+# one thread in each, as for SIDE_BY_SIDE above.
 test-fast: $(STAMP)
-	$(PY) -m pytest -m "fast and not slow"
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -m "fast and not slow" -n 2 --dist loadfile
 
 # Translators: extract the English text and merge it into every catalog (README,
 # "Translating the course"); new and changed messages then wait for a translation.

@@ -1,5 +1,6 @@
 """The test modules `make test` runs two at a time (the Makefile's ``SIDE_BY_SIDE``, one
-module per pytest-xdist worker) can share the machine: each names a test module that
+module per pytest-xdist worker), and those `make test-fast` runs so (every module marked
+``fast``), can share the machine: each names a test module that
 exists, once; none uses a session fixture of conftest.py (a worker of its own would build
 that fixture a second time); and each worker's grading runs get sandbox uids of their own
 (conftest.py, from ``PYTEST_XDIST_WORKER``). Each check is also run on a broken list.
@@ -40,7 +41,8 @@ def problems(paths: list[str]) -> list[str]:
         if not (path.parent == TESTS and path.name.startswith("test_") and path.is_file()):
             out.append(f"{p}: no test module of tests/")
             continue
-        used = sorted(n for n in shared if re.search(rf"\b{n}\b", path.read_text(encoding="utf-8")))
+        text = path.read_text(encoding="utf-8")
+        used = sorted(n for n in shared if re.search(rf"\bdef \w+\([^)]*\b{n}\b|usefixtures\([^)]*\b{n}\b", text))
         if used:
             out.append(f"{p}: uses the session fixture(s) {', '.join(used)}")
     return out
@@ -50,6 +52,20 @@ def test_the_side_by_side_modules_can_share_the_machine():
     paths = side_by_side((ROOT / "Makefile").read_text(encoding="utf-8"))
     assert len(paths) >= 2
     assert problems(paths) == []
+
+
+def fast_modules() -> list[str]:
+    """The test modules with tests marked ``fast`` (the whole module or some of its tests):
+    ``make test-fast`` runs them two at a time."""
+    return sorted(f"tests/{p.name}" for p in TESTS.glob("test_*.py")
+                  if re.search(r"\bpytest\.mark\.fast\b", p.read_text(encoding="utf-8")))
+
+
+def test_the_fast_modules_can_share_the_machine():
+    fast = fast_modules()
+    assert "tests/test_side_by_side.py" in fast and "tests/test_grading_capstone.py" not in fast
+    assert problems(fast) == []
+    assert '-m "fast and not slow" -n 2' in (ROOT / "Makefile").read_text(encoding="utf-8")
 
 
 def test_a_broken_list_is_caught():

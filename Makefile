@@ -103,9 +103,7 @@ book: $(STAMP) bookdeps
 # Test modules that leave a core idle most of the time (one browser, pip, nbgrader's command
 # line, a compiler, or a grading run of a few submissions at a time): after the rest, they run
 # two at a time, one module per pytest-xdist worker, the longest first (CONTRIBUTING.md,
-# "Tests"). Every other module runs alone. Each process of theirs keeps PyTorch to one
-# thread, as the grader's sandboxes do: two thread pools as wide as the machine on its two
-# cores slow each other down many times over.
+# "Tests"). Every other module runs alone.
 SIDE_BY_SIDE := tests/test_learner_kit.py tests/test_lab_browser.py tests/test_classroom_instructor.py \
   tests/test_learner_ergonomics.py tests/test_classroom_writable.py tests/test_course_manifest.py \
   tests/test_kernel_loader.py tests/test_deploy_grading_pod.py tests/test_feedback_trap.py \
@@ -113,19 +111,22 @@ SIDE_BY_SIDE := tests/test_learner_kit.py tests/test_lab_browser.py tests/test_c
   tests/test_kernel_cpu_twin.py tests/test_deploy_exchange.py tests/test_hub_feedback_browser.py \
   tests/test_kernel_nvcc.py tests/test_classroom_independent.py tests/test_deploy_formgrader.py
 
+# pytest over modules two at a time, one module per pytest-xdist worker (a module's fixtures
+# are built once), each process keeping PyTorch to one thread, as the grader's sandboxes do:
+# two thread pools as wide as the machine on its two cores slow each other down many times over.
+TWO_AT_A_TIME = OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
+
 test: $(STAMP) $(NGSHARE_STAMP) sysdeps book
 	@# both parts run even when the first fails; make test fails if either did
 	@status=0; \
 	  (set -x; $(PY) -m pytest $(addprefix --ignore=,$(SIDE_BY_SIDE))) || status=$$?; \
-	  (set -x; OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
-	    $(PY) -m pytest -n 2 --dist loadfile --no-loadscope-reorder $(SIDE_BY_SIDE)) || status=$$?; \
+	  (set -x; $(TWO_AT_A_TIME) --no-loadscope-reorder $(SIDE_BY_SIDE)) || status=$$?; \
 	  exit $$status
 
 # The contributor's loop: the modules marked `fast` (pytest.ini), without their slow tests,
-# two modules at a time (one per pytest-xdist worker; none uses a session class), PyTorch on
-# one thread in each, as for SIDE_BY_SIDE above.
+# two at a time (none uses a session class).
 test-fast: $(STAMP)
-	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -m "fast and not slow" -n 2 --dist loadfile
+	$(TWO_AT_A_TIME) -m "fast and not slow"
 
 # Translators: extract the English text and merge it into every catalog (README,
 # "Translating the course"); new and changed messages then wait for a translation.

@@ -1,9 +1,10 @@
 """Chromium for the tests that drive JupyterLab or JupyterHub (Playwright, the system's
-chromium; the ``browser`` fixtures are in conftest.py): browser contexts that reach the loopback servers only and record every other address a
-page tries, a Jupyter server started and stopped for a test, and what a learner does and
-sees in JupyterLab: the Nbgrader menu, a cell typed and run, a chapter link followed to
-the book, words split across lines, glyphs drawn as boxes; and a page the grader wrote,
-opened offline with a recorder of anything that runs (``open_page``)."""
+chromium; the ``browser`` fixtures are in conftest.py): browser contexts that reach the
+loopback servers only and record every other address a page tries, a Jupyter server
+started and stopped for a test, and what a learner does and sees in JupyterLab: the
+Nbgrader menu, a cell typed and run, a chapter link followed to the book, words split
+across lines, glyphs drawn as boxes; and a page the grader wrote, opened offline with a
+recorder of anything that runs (``open_page``)."""
 from __future__ import annotations
 
 import http.client
@@ -37,7 +38,6 @@ def loopback_context(browser, blocked: list[str], default_timeout_ms: int | None
     if default_timeout_ms is not None:
         context.set_default_timeout(default_timeout_ms)
     return context
-
 
 
 # ----------------------------------------------------------------------------- an offline page
@@ -96,7 +96,6 @@ def open_page(browser, path: Path, *, allowed: Path | None = None, bypass_csp: b
               a.dispatchEvent(new MouseEvent('click', {bubbles: true, cancelable: true})); } }""")
     page.wait_for_timeout(1500)  # meta refresh, animations, lazy handlers
     return page, context, events
-
 
 
 # ----------------------------------------------------------------------------- a server
@@ -204,13 +203,45 @@ def type_into_cell(page, contains: str, source: str) -> None:
     page.keyboard.insert_text(source)
 
 
+def notebook_state(page) -> str:
+    """What a learner sees of the open notebook, for a failure message: the kernel's
+    status, any dialog, and each code cell's prompt, first line and outputs."""
+    return page.evaluate(r"""() => {
+      const text = (el, n) => (el ? el.innerText : '').replace(/\s+/g, ' ').trim().slice(0, n);
+      const lines = [];
+      for (const el of document.querySelectorAll('.jp-NotebookPanel-toolbar [title], .jp-StatusBar-Widget [title]')) {
+        const title = el.getAttribute('title');
+        if (/kernel|execut/i.test(title)) lines.push('toolbar: ' + title.replace(/\s+/g, ' ').slice(0, 200));
+      }
+      for (const el of document.querySelectorAll('[data-status]')) lines.push('status: ' + el.dataset.status);
+      for (const el of document.querySelectorAll('.jp-Dialog')) lines.push('dialog: ' + text(el, 400));
+      for (const el of document.querySelectorAll('.jp-NotebookPanel .jp-CodeCell')) {
+        lines.push('cell ' + text(el.querySelector('.jp-InputArea-prompt'), 20) + ' '
+                   + text(el.querySelector('.cm-content'), 80) + ' => '
+                   + text(el.querySelector('.jp-OutputArea'), 300));
+      }
+      return lines.join('\n');
+    }""")
+
+
 def run_all_and_wait(page, output_text: str, timeout_ms: int = 180_000):
-    """Run -> Run All Cells; wait for an output holding ``output_text`` and an idle kernel."""
-    menu_command(page, "Run", "Run All Cells")
-    out = page.locator(".jp-OutputArea-output", has_text=output_text).first
-    out.wait_for(timeout=timeout_ms)
-    page.wait_for_function("""() => ![...document.querySelectorAll('.jp-InputArea-prompt')]
-                              .some(p => p.textContent.includes('[*]'))""", timeout=timeout_ms)
+    """Run -> Run All Cells once the kernel is idle; wait for an output holding
+    ``output_text`` and an idle kernel. On a timeout the failure shows the notebook's
+    state (``notebook_state``)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        # on a busy machine the page can show the cells before the notebook has its kernel:
+        # Run All then opens JupyterLab's Select Kernel dialog and runs nothing
+        page.wait_for_selector(".jp-NotebookPanel-toolbar .jp-Notebook-ExecutionIndicator[data-status='idle']",
+                               state="attached", timeout=timeout_ms)
+        menu_command(page, "Run", "Run All Cells")
+        out = page.locator(".jp-OutputArea-output", has_text=output_text).first
+        out.wait_for(timeout=timeout_ms)
+        page.wait_for_function("""() => ![...document.querySelectorAll('.jp-InputArea-prompt')]
+                                  .some(p => p.textContent.includes('[*]'))""", timeout=timeout_ms)
+    except PlaywrightTimeout as exc:
+        raise AssertionError(f"{exc.message.splitlines()[0]}\n{notebook_state(page)}") from None
     return out
 
 

@@ -10,12 +10,12 @@ import types
 import pytest
 import torch
 
-from andrea_ref.grading import _core, integrity, messages, watch
+from andrea_ref.grading import core, integrity, messages, watch
 from classroom.isolation import answer_guard
 
 pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
 
-GROUP = tuple(sys.modules[name] for name in _core.CALL_MODULES)  # what the answer server copies
+GROUP = tuple(sys.modules[name] for name in core.CALL_MODULES)  # what the answer server copies
 
 
 def _raises():
@@ -26,20 +26,20 @@ def _forge(monkeypatch):
     """What answer code could do: every function on the call's path replaced, where it is
     defined and where it was imported."""
     monkeypatch.setattr(integrity, "integrity_problem", lambda: "forged")
-    monkeypatch.setattr(_core, "integrity_problem", lambda: "forged")
+    monkeypatch.setattr(core, "integrity_problem", lambda: "forged")
     monkeypatch.setattr(messages, "learner_lines", lambda error, limit=3: ["forged"])
-    monkeypatch.setattr(_core, "learner_lines", lambda error, limit=3: ["forged"])
+    monkeypatch.setattr(core, "learner_lines", lambda error, limit=3: ["forged"])
     monkeypatch.setattr(messages, "_", lambda message: "forged")
     monkeypatch.setattr(watch, "importing", lambda frame: True)
-    monkeypatch.setattr(_core, "_importing", lambda frame: True)
+    monkeypatch.setattr(core, "_importing", lambda frame: True)
 
 
 def test_the_copies_call_one_another_not_the_modules(monkeypatch):
-    core = answer_guard.private(*GROUP)[0]
+    copy = answer_guard.private(*GROUP)[0]
     _forge(monkeypatch)
-    ok = core["execute"](lambda x: x + 1, (torch.ones(2),))
+    ok = copy["execute"](lambda x: x + 1, (torch.ones(2),))
     assert ok.integrity is None and ok.error is None and torch.equal(ok.result, torch.full((2,), 2.0))
-    failed = core["execute"](_raises, ())
+    failed = copy["execute"](_raises, ())
     assert isinstance(failed.error, ValueError)
     assert failed.where and not any("forged" in line for line in failed.where), failed.where
 
@@ -47,28 +47,28 @@ def test_the_copies_call_one_another_not_the_modules(monkeypatch):
 def test_the_control_the_modules_own_functions_are_fooled(monkeypatch):
     """Without the copies, the same rebinding changes what execute reports: the test above can fail."""
     _forge(monkeypatch)
-    assert _core.execute(lambda x: x, (torch.ones(2),)).integrity == "forged"
+    assert core.execute(lambda x: x, (torch.ones(2),)).integrity == "forged"
 
 
 def test_a_replaced_torch_function_is_still_seen_when_the_integrity_check_is_forged(monkeypatch):
     """torch.tanh replaced, and the integrity module's own helper rebound to hide it: the
     copies still see the replacement; the module's own execute does not (the control)."""
-    core = answer_guard.private(*GROUP)[0]
+    copy = answer_guard.private(*GROUP)[0]
     monkeypatch.setattr(torch, "tanh", lambda x: x)
     monkeypatch.setattr(integrity, "_replaced", lambda label, name, value, now: False)
     monkeypatch.setattr(messages, "_", lambda message: "forged")
-    seen = core["execute"](lambda x: x, (torch.ones(2),))
+    seen = copy["execute"](lambda x: x, (torch.ones(2),))
     assert seen.integrity is not None and "torch.tanh" in seen.integrity, seen.integrity
-    assert _core.execute(lambda x: x, (torch.ones(2),)).integrity is None
+    assert core.execute(lambda x: x, (torch.ones(2),)).integrity is None
 
 
 def test_a_forbidden_call_is_still_seen_by_the_copies(monkeypatch):
     """The watch itself holds in the copies: a library GELU inside the call is recorded
     and refused at the dispatcher although the import test was replaced."""
-    core = answer_guard.private(*GROUP)[0]
+    copy = answer_guard.private(*GROUP)[0]
     _forge(monkeypatch)
     rule = watch.Forbidden("no library GELU", aten_words=("gelu",))
-    out = core["execute"](torch.nn.functional.gelu, (torch.ones(3),), rule)
+    out = copy["execute"](torch.nn.functional.gelu, (torch.ones(3),), rule)
     assert "gelu" in out.ops and out.result is None and out.error is not None
 
 
@@ -82,8 +82,8 @@ def test_each_module_keeps_its_own_private_namespace():
             if callable(original) and getattr(original, "__globals__", None) is vars(module):
                 assert value is not original and value.__code__ is original.__code__, name
     # a name imported from another module of the group is that module's copy
-    core, integ = spaces[0], spaces[1]
-    assert core["integrity_problem"] is integ["integrity_problem"]
+    copy, integ = spaces[0], spaces[1]
+    assert copy["integrity_problem"] is integ["integrity_problem"]
 
 
 def _reached(fn) -> list:

@@ -24,7 +24,7 @@ from grading_answers import failed_checks
 from andrea_ref import grading
 from andrea_ref.attention import causal_self_attention
 from andrea_ref.gelu import gelu as provided_gelu
-from andrea_ref.grading import _core
+from andrea_ref.grading import core
 from andrea_ref.grading.course import graded_cells
 from andrea_ref.grading.manifest import load
 from andrea_ref.layernorm import layer_norm as provided_layer_norm
@@ -87,7 +87,7 @@ def _grade_share(share: int, shares: int) -> dict[str, dict[str, str]]:
     (one thread: the tensors are small; English messages; a 5 s call limit)."""
     os.environ.pop("ANDREA_LANG", None)
     torch.set_num_threads(1)
-    _core.CALL_TIME_LIMIT = 5.0
+    core.CALL_TIME_LIMIT = 5.0
     importlib.import_module("torch._dynamo")  # as the grader's zygotes do: the first optimizer imports it
     return {e.name: grade(e) for e in ENTRIES[share::shares]}
 

@@ -13,7 +13,7 @@ import torch
 
 import grading_submissions as S
 from andrea_ref import grading
-from andrea_ref.grading import _core, compare, inputs, integrity
+from andrea_ref.grading import core, compare, inputs, integrity
 from learner_functions import CHECKS, S_ROOT, learner_function
 
 pytestmark = pytest.mark.fast  # in `make test-fast`: no book, no browser, no sandboxed class
@@ -33,7 +33,7 @@ def restore_torch():
             setattr(space, name, value)
     for name in set(vars(torch.Tensor)) - integrity.TENSOR_NAMES:
         delattr(torch.Tensor, name)
-    _core._TIMED_OUT.clear()
+    core._TIMED_OUT.clear()
 
 
 DIRECT = [c for c in S.CASES if c.source != "" and c.damage is None]
@@ -41,7 +41,7 @@ DIRECT = [c for c in S.CASES if c.source != "" and c.damage is None]
 
 @pytest.mark.parametrize("case", DIRECT, ids=lambda c: c.student)
 def test_each_check_on_each_submission(case, monkeypatch):
-    monkeypatch.setattr(_core, "CALL_TIME_LIMIT", 2.0)
+    monkeypatch.setattr(core, "CALL_TIME_LIMIT", 2.0)
     fn = learner_function(case)
     failed, messages = set(), []
     for grade_id, check in CHECKS[case.assignment].items():
@@ -130,7 +130,7 @@ def test_reference_call_is_seen_through_an_alias_taken_earlier():
 
 
 def test_slow_function_is_stopped_once(monkeypatch):
-    monkeypatch.setattr(_core, "CALL_TIME_LIMIT", 0.2)
+    monkeypatch.setattr(core, "CALL_TIME_LIMIT", 0.2)
 
     def slow(x):
         while True:

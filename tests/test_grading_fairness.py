@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from andrea_ref import grading
-from andrea_ref.grading import _core, compare, inputs
+from andrea_ref.grading import core, compare, inputs
 from andrea_ref.grading import block as block_checks
 from andrea_ref.grading import gelu as gelu_checks
 from grading_answers import RIGHT, block, failed_checks, layer_norm
@@ -40,7 +40,7 @@ def one_thread(monkeypatch):
     monkeypatch.delenv("ANDREA_LANG", raising=False)
     yield
     torch.set_num_threads(threads)
-    _core._TIMED_OUT.clear()
+    core._TIMED_OUT.clear()
 
 
 def lost(kind, fn, seeds=SEEDS):

@@ -12,7 +12,7 @@ import pytest
 
 import grading_submissions as S
 from andrea_ref import grading, i18n
-from andrea_ref.grading import _core, messages
+from andrea_ref.grading import core, messages
 from andrea_ref.grading.manifest import load
 from learner_functions import CHECKS, learner_function
 
@@ -56,7 +56,7 @@ def _likely_msgid(message):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.student)
 def test_same_points_in_every_language_and_translated_messages(case, monkeypatch):
-    monkeypatch.setattr(_core, "CALL_TIME_LIMIT", 2.0)
+    monkeypatch.setattr(core, "CALL_TIME_LIMIT", 2.0)
     failed, score, english, verdict, report = _judge(case, monkeypatch, "en")
     assert failed == case.lost_cells() and failed
     assert score == case.expected_score()

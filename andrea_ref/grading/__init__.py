@@ -11,7 +11,7 @@ prints one line per property without raising (for the learner's self-checks).
 independent check's feedback page show it.
 
 The shared machinery (safe calls, forbidden-operation detection, comparisons) lives
-in the modules :mod:`andrea_ref.grading._core` describes; see its docstring for what
+in the modules :mod:`andrea_ref.grading.core` describes; see its docstring for what
 it defends against.
 """
 from .messages import ERROR_NAME, GradingError, failure_lines

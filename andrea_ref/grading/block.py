@@ -40,7 +40,7 @@ from ..config import ModelConfig
 from ..i18n import N_
 from ..layernorm import layer_norm as _ln
 from ..mlp import mlp as _mlp
-from . import _core as C, compare, inputs, messages, runner, watch
+from . import core as C, compare, inputs, messages, runner, watch
 from .messages import _
 
 NAME = "block"

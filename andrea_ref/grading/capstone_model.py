@@ -12,7 +12,7 @@ import torch
 from ..block import block as _block
 from ..layernorm import layer_norm as _ln
 from ..model import config_from_params, forward_from_params
-from . import _core as C, compare, inputs, messages, runner, watch
+from . import core as C, compare, inputs, messages, runner, watch
 from .block import make_params as _block_params
 from .capstone_rules import ADVICE, FORBIDDEN, TINY
 from .messages import _

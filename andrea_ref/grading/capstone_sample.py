@@ -8,7 +8,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from . import _core as C, captured, compare, inputs, messages, runner, watch
+from . import core as C, captured, compare, inputs, messages, runner, watch
 from .capstone_rules import FORBIDDEN_SAMPLE, SAMPLE
 from .messages import _
 

@@ -13,7 +13,7 @@ from ..config import tiny_config
 from ..corpus import get_windows, load_corpus, unigram_loss
 from ..model import forward_from_params, init_params
 from ..train import fixed_windows
-from . import _core as C, captured, compare, inputs, messages, runner, watch
+from . import core as C, captured, compare, inputs, messages, runner, watch
 from .capstone_model import model_params, random_ids
 from .capstone_rules import ADVICE, FORBIDDEN_TRAIN, TRAIN
 from .messages import _

@@ -33,7 +33,7 @@ import torch
 from ..gelu import gelu_exact as _exact
 from ..gelu import gelu_tanh_torch as _reference
 from ..i18n import N_
-from . import _core as C, captured, compare, inputs, messages, runner, watch
+from . import core as C, captured, compare, inputs, messages, runner, watch
 from .messages import _
 
 NAME = "gelu"

@@ -7,7 +7,7 @@ import contextlib
 
 import torch
 
-from ._core import RemoteAnswer, call
+from .core import RemoteAnswer, call
 from .captured import (
     Tensor as _Tensor, all_ as _all, clone as _clone, detach as _detach, eq as _eq, float64 as _float64,
     isinstance_ as _isinstance, isnan as _isnan, item as _item, logical_and as _logical_and,

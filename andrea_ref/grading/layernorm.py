@@ -48,8 +48,7 @@ import re
 import torch
 
 from ..i18n import N_
-from ..layernorm import layer_norm as _reference
-from . import _core as C, captured, compare, inputs, messages, runner, watch
+from . import core as C, captured, compare, inputs, messages, runner, watch
 from .layernorm_diagnosis import (RIGHT, SHIFTS, default_eps, eps_message, follows,
                                   normalise_variants, normalises_with_own_eps, placement, variant)
 from .layernorm_inputs import EPS_FIT, affine_inputs, all_inputs, eps_calls, eps_inputs, normalise_inputs, shape_args

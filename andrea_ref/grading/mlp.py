@@ -52,7 +52,7 @@ from ..gelu import gelu as _gelu
 from ..gelu import gelu_exact as _gelu_exact
 from ..i18n import N_
 from ..mlp import mlp as _reference
-from . import _core as C, compare, inputs, messages, runner, watch
+from . import core as C, compare, inputs, messages, runner, watch
 from .messages import _
 
 NAME = "mlp"

@@ -3,7 +3,7 @@ graded function, served over a socket (:mod:`classroom.isolation.wire`).
 
 :func:`serve` runs inside the sandbox, in a child the zygote forked
 (:mod:`classroom.isolation.answer_server`) or in a sandbox of its own. Each call runs
-through :func:`andrea_ref.grading._core.execute`, exactly as in a notebook, and what
+through :func:`andrea_ref.grading.core.execute`, exactly as in a notebook, and what
 happened comes back as data: the result, the exception, a time-out, the ATen operations
 and ``andrea_ref`` functions that ran, the arguments after the call. The grader judges
 it with the same checks as the notebook, in its own process.
@@ -20,7 +20,7 @@ from traitlets.config import Config
 
 import andrea_ref
 from andrea_ref import grading
-from andrea_ref.grading import _core, watch
+from andrea_ref.grading import core, watch
 from classroom.isolation import answer_guard, wire
 
 
@@ -34,7 +34,7 @@ def serve(sock: socket.socket) -> None:
 
     Everything the server's core uses is captured here, before any learner code runs:
     private copies of the functions of :mod:`~classroom.isolation.wire`, this module and
-    the modules a checked call runs through (``andrea_ref.grading._core.CALL_MODULES``:
+    the modules a checked call runs through (``andrea_ref.grading.core.CALL_MODULES``:
     :func:`answer_guard.private`), the
     socket's ``sendall``, and the key the grader sends first, which only this
     function's locals hold. Every reply carries an HMAC of its frame and its sequence
@@ -45,12 +45,12 @@ def serve(sock: socket.socket) -> None:
     learner cell runs). The audit hook (:func:`answer_guard.install_audit_hook`) and
     the thread sample after each call (:func:`answer_guard.other_threads`) add what
     they saw to the next reply as ``evidence``."""
-    wire_, here, core, *_ = answer_guard.private(wire, sys.modules[__name__],
-                                                 *(sys.modules[name] for name in _core.CALL_MODULES))
+    wire_, here, core_, *_ = answer_guard.private(wire, sys.modules[__name__],
+                                                 *(sys.modules[name] for name in core.CALL_MODULES))
     pack, recv, WireError, dtype_name = wire_["pack"], wire_["recv"], wire.WireError, wire_["dtype_name"]
-    execute, Forbidden, Outcome, Blocker = core["execute"], watch.Forbidden, _core.Outcome, watch.Blocker
+    execute, Forbidden, Outcome, Blocker = core_["execute"], watch.Forbidden, core.Outcome, watch.Blocker
     provided, Ref = dict(watch.PROVIDED), wire.Ref
-    call_limit, sendable, text_of, plain = _core.CALL_TIME_LIMIT, here["_sendable"], here["_text"], here["_plain"]
+    call_limit, sendable, text_of, plain = core.CALL_TIME_LIMIT, here["_sendable"], here["_text"], here["_plain"]
     sendall, digest, current_frames, Tensor = sock.sendall, _hmac_digest(), sys._current_frames, torch.Tensor
     clone, detach, equal = torch._C.TensorBase.clone, torch._C.TensorBase.detach, torch._C._VariableFunctions.equal
     watched = tuple(watch.ALWAYS_FORBIDDEN_DIRS) + (os.path.dirname(os.path.abspath(andrea_ref.__file__)) + os.sep,)

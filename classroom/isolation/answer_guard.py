@@ -23,7 +23,7 @@ reach anything. It raises the cost and leaves traces that the grader judges
   dispatch-mode recorder and the profiler, which watch the calling thread);
 - :func:`private`: modules' functions copied with private copies of their globals,
   linked to one another, so that rebinding a name in one of them (``wire.pack = ...``,
-  ``_core.execute = ...``, ``integrity.integrity_problem = ...``) does not change what
+  ``core.execute = ...``, ``integrity.integrity_problem = ...``) does not change what
   the server's core calls.
 
 Standard library only, apart from what the server passes in.

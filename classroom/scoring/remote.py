@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from andrea_ref.grading import _core, watch
+from andrea_ref.grading import core, watch
 
 from ..isolation import wire
 from ..isolation.backend import AnswerServers
@@ -152,7 +152,7 @@ class Channel:
         self.sock.close()
 
 
-class RemoteFunction(_core.RemoteAnswer):
+class RemoteFunction(core.RemoteAnswer):
     """The learner's function, served by an answer server (see
     :func:`classroom.scoring.verdicts.check_notebook`)."""
 
@@ -189,7 +189,7 @@ class RemoteFunction(_core.RemoteAnswer):
 
     def remote_call(self, args, forbidden, work=1.0):
         if self.lost is not None:
-            return _core.Outcome(error=RemoteError("AnswerStopped", self.lost))
+            return core.Outcome(error=RemoteError("AnswerStopped", self.lost))
         spec = {"what": forbidden.what, "aten_words": list(forbidden.aten_words),
                 "ref_files": list(forbidden.ref_files)}
         limit = self.call_limit * work  # a check that hands over more work allows more time
@@ -197,7 +197,7 @@ class RemoteFunction(_core.RemoteAnswer):
         budget = None if self.cell_deadline is None else self.cell_deadline - time.monotonic()
         if budget is not None and budget <= 0:
             self.over_budget = True
-            return _core.Outcome(error=RemoteError("CellTimeout", "the cell ran out of time"))
+            return core.Outcome(error=RemoteError("CellTimeout", "the cell ran out of time"))
         try:
             sent = [wire.Ref(watch.provided_name(a)) if watch.provided_name(a) else a for a in args]
             header, values = self.exchange({"op": "call"}, {"args": sent, "forbidden": spec,
@@ -208,14 +208,14 @@ class RemoteFunction(_core.RemoteAnswer):
             if budget is not None and budget < wait:
                 self.over_budget = True
                 self.lost = "the cell ran out of time"
-                return _core.Outcome(error=RemoteError("CellTimeout", self.lost))
+                return core.Outcome(error=RemoteError("CellTimeout", self.lost))
             self.timed_out, self.timed_out_after = True, limit
             self.lost = f"did not finish within {limit:g} s"
-            return _core.Outcome(timed_out=True)
+            return core.Outcome(timed_out=True)
         except (wire.WireError, OSError) as exc:
             self.lost = ("the process running this code stopped (killed: over the memory limit, "
                          f"or it ended itself): {exc}")
-            return _core.Outcome(error=RemoteError("AnswerStopped", self.lost))
+            return core.Outcome(error=RemoteError("AnswerStopped", self.lost))
         self.calls += 1
         values = values if isinstance(values, dict) else {}
         remote_args = values.get("args")
@@ -235,7 +235,7 @@ class RemoteFunction(_core.RemoteAnswer):
             self.results[header["index"]] = result
             if len(self.results) > 64:
                 self.results.pop(min(self.results))
-        outcome = _core.Outcome(
+        outcome = core.Outcome(
             result=result,
             error=_error(header.get("error")),
             timed_out=bool(header.get("timed_out")),

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from andrea_ref import grading
-from andrea_ref.grading import _core, inputs, runner
+from andrea_ref.grading import core, inputs, runner
 from andrea_ref.grading.points import ACCEPTED, HELD, SHORTCUT, cell_points, total
 from andrea_ref.i18n import gettext
 
@@ -200,7 +200,7 @@ def check_notebook(plan: dict, nb: dict, host: AnswerServers, *, cell_timeout: f
     all: the cells not checked by then fail. ``accepted``: the instructor has reviewed
     this submission and grants what its checks give (see :mod:`.review`)."""
     t0 = time.monotonic()
-    call_limit = call_limit or _core.CALL_TIME_LIMIT
+    call_limit = call_limit or core.CALL_TIME_LIMIT
     deadline = deadline if deadline is not None else t0 + 600.0
     runs = answer_runs(plan, nb)
     found = analyse(plan, runs)

@@ -85,7 +85,7 @@ ARCHIVE = _archive()
 CLASSES: dict[str, dict[str, str]] = {
     "alias": {
         "core_module_alias": _d("""\
-            import andrea_ref.grading._core as c
+            import andrea_ref.grading.core as c
             c.Blocker.__enter__ = lambda self: self
             import torch.nn.functional as F
             def gelu(x):
@@ -93,7 +93,7 @@ CLASSES: dict[str, dict[str, str]] = {
             """),
         "grading_attribute_alias": _d("""\
             g = grading
-            core = g._core
+            core = g.core
             core.CALL_TIME_LIMIT = 1e9
             def gelu(x):
                 return torch.nn.functional.gelu(x, approximate="tanh")
@@ -111,7 +111,7 @@ CLASSES: dict[str, dict[str, str]] = {
                 return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
             """),
         "computed_attribute": _d("""\
-            name = "_" + "co" + "re"
+            name = "c" + "o" + "re"
             core = getattr(grading, name)
             def gelu(x):
                 return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))

@@ -4,7 +4,7 @@ does, module by module. A failure becomes one clear ``GradingError`` (an
 ``AssertionError`` that a notebook shows as its message, without a traceback).
 
 ==============  ====================================================================
-``_core``       the call: :func:`execute`, :class:`Outcome`, :func:`verdict`, :func:`call`,
+``core``        the call: :func:`execute`, :class:`Outcome`, :func:`verdict`, :func:`call`,
                 :class:`RemoteAnswer` (a function served by another process)
 ``watch``       what a call may not use and how it is watched: :class:`~.watch.Forbidden`,
                 the op recorder, the dispatcher-level :class:`~.watch.Blocker`, the time limit
@@ -74,7 +74,7 @@ from .watch import (
 # The modules whose functions a call of execute runs through, this one first: the answer
 # server runs calls through private copies of them (classroom.isolation.answer_guard.private);
 # tests/test_classroom_private_core.py checks that the list is whole.
-CALL_MODULES = ("andrea_ref.grading._core", "andrea_ref.grading.integrity", "andrea_ref.grading.messages",
+CALL_MODULES = ("andrea_ref.grading.core", "andrea_ref.grading.integrity", "andrea_ref.grading.messages",
                 "andrea_ref.grading.watch", "andrea_ref.i18n")
 
 # Seconds one call of the learner's function may take before it is stopped.

@@ -46,7 +46,7 @@ def serve(sock: socket.socket) -> None:
     the thread sample after each call (:func:`answer_guard.other_threads`) add what
     they saw to the next reply as ``evidence``."""
     wire_, here, core_, *_ = answer_guard.private(wire, sys.modules[__name__],
-                                                 *(sys.modules[name] for name in core.CALL_MODULES))
+                                                  *(sys.modules[name] for name in core.CALL_MODULES))
     pack, recv, WireError, dtype_name = wire_["pack"], wire_["recv"], wire.WireError, wire_["dtype_name"]
     execute, Forbidden, Outcome, Blocker = core_["execute"], watch.Forbidden, core.Outcome, watch.Blocker
     provided, Ref = dict(watch.PROVIDED), wire.Ref
